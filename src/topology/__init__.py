@@ -1,0 +1,33 @@
+"""rank-topology's pure core: which global ranks form which parallel group.
+
+Standard library and attrs only; no torch. See :class:`Topology` and :class:`Grid`.
+
+>>> from topology import Topology
+>>> topo = Topology(16, tp=2, pp=4)
+>>> topo.group_of(5, "tp"), topo.group_of(5, "dp"), topo.pipeline(5).next
+((4, 5), (5, 7), 9)
+"""
+
+from ._cluster import Cluster
+from ._errors import TopologyError
+from ._grid import Grid
+from ._groups import DerivedGroups, OrthogonalGroups
+from ._hierarchy import hierarchical_groups
+from ._pipeline import Pipeline
+from ._rank_info import RankInfo
+from ._topology import GroupList, Topology
+
+__all__ = [
+    "Cluster",
+    "DerivedGroups",
+    "Grid",
+    "GroupList",
+    "OrthogonalGroups",
+    "Pipeline",
+    "RankInfo",
+    "Topology",
+    "TopologyError",
+    "hierarchical_groups",
+]
+
+__version__ = "0.1.0"

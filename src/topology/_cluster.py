@@ -1,0 +1,63 @@
+"""Cluster: the machine a layout will run on (GPUs per node, nodes, NVLink domains)."""
+
+from __future__ import annotations
+
+import attrs
+
+from ._checks import check_size
+from ._errors import TopologyError
+
+__all__ = ["Cluster"]
+
+
+def _optional_size(name: str) -> object:
+    def check(_: object, __: object, value: object) -> None:
+        if value is not None:
+            check_size(name, value)
+
+    return check
+
+
+@attrs.frozen
+class Cluster:
+    """Where ranks land: rank ``r`` runs on node ``r // gpus_per_node``.
+
+    ``nvlink_domain`` is how many consecutive GPUs share one NVLink fabric (8 on a DGX H100
+    node, 72 on a GB200 NVL72 rack); by default it is the node.
+
+    >>> cluster = Cluster(gpus_per_node=8, nodes=4)
+    >>> cluster.node_of(13), cluster.local_gpu(13), cluster.world_size
+    (1, 5, 32)
+    """
+
+    gpus_per_node: int = attrs.field(validator=lambda _, __, v: check_size("gpus_per_node", v))
+    nodes: int | None = attrs.field(default=None, validator=_optional_size("nodes"))  # type: ignore[arg-type]
+    nvlink_domain: int | None = attrs.field(
+        default=None, validator=_optional_size("nvlink_domain")  # type: ignore[arg-type]
+    )
+
+    @property
+    def domain_size(self) -> int:
+        """GPUs per NVLink domain (the node when not given)."""
+        return self.nvlink_domain or self.gpus_per_node
+
+    @property
+    def world_size(self) -> int | None:
+        """``nodes * gpus_per_node``, or None when the node count is open."""
+        return None if self.nodes is None else self.nodes * self.gpus_per_node
+
+    def node_of(self, rank: int) -> int:
+        """The node that runs ``rank``."""
+        if type(rank) is not int or rank < 0:
+            raise TopologyError(f"rank must be a non-negative int, got {rank!r}")
+        return rank // self.gpus_per_node
+
+    def local_gpu(self, rank: int) -> int:
+        """The GPU index of ``rank`` inside its node."""
+        self.node_of(rank)
+        return rank % self.gpus_per_node
+
+    def domain_of(self, rank: int) -> int:
+        """The NVLink domain that holds ``rank``."""
+        self.node_of(rank)
+        return rank // self.domain_size

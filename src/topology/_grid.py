@@ -1,0 +1,274 @@
+"""Grid: an orthogonal layout of named axes over a contiguous range of ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import attrs
+
+from ._checks import check_rank_offset, check_size
+from ._errors import TopologyError
+from ._groups import OrthogonalGroups, compress
+
+__all__ = ["Grid"]
+
+
+def _check_axes(axes: object) -> tuple[str, ...]:
+    if not isinstance(axes, tuple) or not axes:
+        raise TopologyError(f"axes must be a non-empty tuple of names, got {axes!r}")
+    for name in axes:
+        if not isinstance(name, str) or not name or "-" in name or not name.isprintable():
+            raise TopologyError(
+                f"axis name {name!r} is not valid; use a non-empty string without '-', e.g. 'tp'"
+            )
+    seen: set[str] = set()
+    for name in axes:
+        if name in seen:
+            raise TopologyError(f"axis {name!r} appears twice in {axes!r}; name each axis once")
+        seen.add(name)
+    return axes
+
+
+@attrs.frozen(repr=False)
+class Grid:
+    """An orthogonal layout of named axes over ``range(rank_offset, rank_offset + world_size)``.
+
+    ``axes`` and ``shape`` list the axes **outermost first** (row-major: the last axis varies
+    fastest), like ``torch.arange(world_size).view(shape)``. A rank is
+    ``rank_offset + sum(coord[a] * stride[a])``.
+
+    Algorithm: the groups along a set of axes fix every other axis's coordinate; the ranks inside
+    one group are numbered by the chosen axes' coordinates as a mixed-radix number, innermost
+    fastest, and the groups by the other axes' coordinates the same way. This is Megatron's
+    ``generate_masked_orthogonal_rank_groups``: for sizes [tp, dp, pp] = [2, 3, 4] (tp fastest)
+    the dp groups are ``[0, 2, 4], [1, 3, 5], [6, 8, 10], ..., [19, 21, 23]``.
+
+    >>> grid = Grid.from_order("tp-dp-pp", tp=2, dp=3, pp=4)
+    >>> grid.axes, grid.shape, grid.strides
+    (('pp', 'dp', 'tp'), (4, 3, 2), (6, 2, 1))
+    >>> grid.groups("dp")[7]
+    (19, 21, 23)
+    >>> grid.group_of(9, "tp", "dp")
+    (6, 7, 8, 9, 10, 11)
+    >>> dict(grid.coord(9))
+    {'pp': 1, 'dp': 1, 'tp': 1}
+    >>> str(grid)
+    'tp2·dp3·pp4 (tp fastest)'
+    """
+
+    axes: tuple[str, ...] = attrs.field(converter=tuple)
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    rank_offset: int = 0
+    _strides: tuple[int, ...] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        _check_axes(self.axes)
+        if len(self.shape) != len(self.axes):
+            raise TopologyError(
+                f"shape {self.shape!r} has {len(self.shape)} sizes but axes {self.axes!r} "
+                f"name {len(self.axes)}; give one size per axis"
+            )
+        for name, size in zip(self.axes, self.shape):
+            check_size(name, size)
+        check_rank_offset(self.rank_offset)
+        strides: list[int] = []
+        step = 1
+        for size in reversed(self.shape):
+            strides.append(step)
+            step *= size
+        object.__setattr__(self, "_strides", tuple(reversed(strides)))
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def from_sizes(cls, *, rank_offset: int = 0, **sizes: int) -> Grid:
+        """A grid from axis sizes listed **outermost first**.
+
+        >>> Grid.from_sizes(pp=2, dp=2, tp=2).strides
+        (4, 2, 1)
+        """
+        if not sizes:
+            raise TopologyError("from_sizes needs at least one axis, e.g. from_sizes(dp=2, tp=4)")
+        return cls(tuple(sizes), tuple(sizes.values()), rank_offset)
+
+    @classmethod
+    def from_order(cls, order: str, *, rank_offset: int = 0, **sizes: int) -> Grid:
+        """A grid from a Megatron order string, listed **innermost first**, and axis sizes.
+
+        >>> Grid.from_order("tp-dp-pp", tp=2, dp=2, pp=2) == Grid.from_sizes(pp=2, dp=2, tp=2)
+        True
+        """
+        if not isinstance(order, str) or not order:
+            raise TopologyError(f"order must be a non-empty string like 'tp-dp-pp', got {order!r}")
+        tokens = tuple(order.split("-"))
+        for token in tokens:
+            if token not in sizes:
+                raise TopologyError(
+                    f"order {order!r} names axis {token!r} but no size was given for it; "
+                    f"sizes were given for {tuple(sizes)}"
+                )
+        if len(set(tokens)) != len(tokens):
+            twice = next(t for t in tokens if tokens.count(t) > 1)
+            raise TopologyError(f"order {order!r} names {twice!r} twice; name each axis once")
+        missing = [name for name in sizes if name not in tokens]
+        if missing:
+            raise TopologyError(
+                f"order {order!r} does not place axis {missing[0]!r}; add it to the order"
+            )
+        return cls(tokens[::-1], tuple(sizes[t] for t in reversed(tokens)), rank_offset)
+
+    # -- facts ----------------------------------------------------------------------------------
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Rank distance between neighbours along each axis, in ``axes`` order."""
+        return self._strides
+
+    @property
+    def world_size(self) -> int:
+        """How many ranks the grid covers."""
+        return self._strides[0] * self.shape[0]
+
+    @property
+    def order(self) -> str:
+        """The Megatron order string, innermost axis first (``'tp-dp-pp'``)."""
+        return "-".join(reversed(self.axes))
+
+    def size(self, *axes: str) -> int:
+        """The product of the sizes of ``axes`` (or of one token ``'tp-dp'``).
+
+        >>> Grid.from_sizes(dp=3, tp=2).size("tp-dp")
+        6
+        """
+        total = 1
+        for index in self._axis_indices(axes):
+            total *= self.shape[index]
+        return total
+
+    def coord(self, rank: int) -> Mapping[str, int]:
+        """The rank's index along every axis, as an immutable mapping (outermost first)."""
+        local = self._check_rank(rank) - self.rank_offset
+        return MappingProxyType(
+            {
+                name: (local // stride) % size
+                for name, size, stride in zip(self.axes, self.shape, self._strides)
+            }
+        )
+
+    def rank(self, **coord: int) -> int:
+        """The rank at ``coord``; every axis must be given.
+
+        >>> Grid.from_sizes(pp=2, dp=2, tp=2, rank_offset=8).rank(pp=1, dp=0, tp=1)
+        13
+        """
+        unknown = [name for name in coord if name not in self.axes]
+        if unknown:
+            raise TopologyError(f"unknown axis {unknown[0]!r}; this grid has axes {self.axes!r}")
+        rank = self.rank_offset
+        for name, size, stride in zip(self.axes, self.shape, self._strides):
+            if name not in coord:
+                raise TopologyError(f"rank() needs a coordinate for axis {name!r}")
+            value = coord[name]
+            if type(value) is not int or not 0 <= value < size:
+                raise TopologyError(
+                    f"coordinate {name}={value!r} is out of range; valid: 0 to {size - 1}"
+                )
+            rank += value * stride
+        return rank
+
+    # -- groups ---------------------------------------------------------------------------------
+
+    def groups(self, *axes: str) -> OrthogonalGroups:
+        """All groups that vary along exactly ``axes``, lazily, in Megatron's order.
+
+        Every group is ascending and groups come in ascending order of their smallest rank.
+
+        >>> list(Grid.from_order("tp-pp-dp", tp=2, pp=2, dp=2).groups("dp"))
+        [(0, 4), (1, 5), (2, 6), (3, 7)]
+        """
+        chosen = set(self._axis_indices(axes))
+        inner_sizes, inner_strides, outer_sizes, outer_strides = [], [], [], []
+        for index in reversed(range(len(self.axes))):
+            if index in chosen:
+                inner_sizes.append(self.shape[index])
+                inner_strides.append(self._strides[index])
+            else:
+                outer_sizes.append(self.shape[index])
+                outer_strides.append(self._strides[index])
+        return OrthogonalGroups(
+            compress(inner_sizes, inner_strides),
+            compress(outer_sizes, outer_strides),
+            self.rank_offset,
+        )
+
+    def group_of(self, rank: int, *axes: str) -> tuple[int, ...]:
+        """The group along ``axes`` that holds ``rank``; its position there is its coordinate.
+
+        >>> Grid.from_order("tp-dp-pp", tp=2, dp=2, pp=2).group_of(5, "dp", "pp")
+        (1, 3, 5, 7)
+        """
+        self._check_rank(rank)
+        indices = self._axis_indices(axes)
+        local = rank - self.rank_offset
+        base = rank
+        for index in indices:
+            stride = self._strides[index]
+            base -= ((local // stride) % self.shape[index]) * stride
+        return self.groups(*axes).build(base)
+
+    def index_in_group(self, rank: int, *axes: str) -> int:
+        """The rank's position in its group along ``axes`` (its mixed-radix coordinate).
+
+        >>> Grid.from_order("tp-dp-pp", tp=2, dp=2, pp=2).index_in_group(5, "dp", "pp")
+        2
+        """
+        self._check_rank(rank)
+        local = rank - self.rank_offset
+        position = 0
+        scale = 1
+        for index in sorted(self._axis_indices(axes), reverse=True):
+            size = self.shape[index]
+            position += ((local // self._strides[index]) % size) * scale
+            scale *= size
+        return position
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _axis_indices(self, axes: tuple[str, ...]) -> list[int]:
+        names: list[str] = []
+        for item in axes:
+            if not isinstance(item, str):
+                raise TopologyError(f"axes must be names like 'tp', got {item!r}")
+            names.extend(item.split("-"))
+        if not names:
+            raise TopologyError(f"name at least one axis; this grid has axes {self.axes!r}")
+        indices: list[int] = []
+        for name in names:
+            if name not in self.axes:
+                raise TopologyError(f"unknown axis {name!r}; this grid has axes {self.axes!r}")
+            index = self.axes.index(name)
+            if index in indices:
+                raise TopologyError(f"axis {name!r} is named twice in {'-'.join(names)!r}")
+            indices.append(index)
+        return indices
+
+    def _check_rank(self, rank: object) -> int:
+        if type(rank) is not int:
+            raise TopologyError(f"rank must be an int, got {rank!r} ({type(rank).__name__})")
+        if not self.rank_offset <= rank < self.rank_offset + self.world_size:
+            raise TopologyError(
+                f"rank {rank} is outside this grid; valid ranks: {self.rank_offset} to "
+                f"{self.rank_offset + self.world_size - 1}"
+            )
+        return rank
+
+    def __str__(self) -> str:
+        parts = "·".join(f"{n}{s}" for n, s in zip(reversed(self.axes), reversed(self.shape)))
+        offset = f" from rank {self.rank_offset}" if self.rank_offset else ""
+        return f"{parts} ({self.axes[-1]} fastest){offset}"
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{n}={s}" for n, s in zip(self.axes, self.shape))
+        offset = f", rank_offset={self.rank_offset}" if self.rank_offset else ""
+        return f"Grid.from_sizes({sizes}{offset})"

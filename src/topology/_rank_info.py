@@ -1,0 +1,59 @@
+"""RankInfo: everything the layout says about one rank."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from ._pipeline import Pipeline
+
+__all__ = ["RankInfo"]
+
+
+@attrs.frozen
+class RankInfo:
+    """One rank's coordinates in both grids, its group of every kind, and its pipeline.
+
+    ``groups`` pairs each kind with the rank's group, or ``None`` where the rank belongs to no
+    group of that kind (a middle pipeline stage has no embedding group).
+
+    >>> from topology import Topology
+    >>> info = Topology(8, tp=2, pp=2).rank_info(5)
+    >>> info.coord("dense"), info.group("dp"), info.local_rank("dp")
+    ({'pp': 1, 'dp': 0, 'cp': 0, 'tp': 1}, (5, 7), 0)
+    """
+
+    rank: int
+    dense: tuple[tuple[str, int], ...]
+    expert: tuple[tuple[str, int], ...]
+    groups: tuple[tuple[str, tuple[int, ...] | None], ...]
+    pipeline: Pipeline
+
+    def coord(self, grid: str = "dense") -> dict[str, int]:
+        """The rank's coordinates in the ``"dense"`` or ``"expert"`` grid, outermost first."""
+        return dict(self.dense if grid == "dense" else self.expert)
+
+    def group(self, kind: str) -> tuple[int, ...] | None:
+        """The rank's group of ``kind`` (None if it has none)."""
+        return dict(self.groups)[kind]
+
+    def local_rank(self, kind: str) -> int | None:
+        """The rank's position in its group of ``kind`` (None if it has none)."""
+        group = self.group(kind)
+        return None if group is None else group.index(self.rank)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: ``{"rank", "dense", "expert", "groups": {kind: {...}}, "pipeline"}``."""
+        return {
+            "rank": self.rank,
+            "dense": dict(self.dense),
+            "expert": dict(self.expert),
+            "groups": {
+                kind: None
+                if group is None
+                else {"ranks": list(group), "local_rank": group.index(self.rank), "size": len(group)}
+                for kind, group in self.groups
+            },
+            "pipeline": self.pipeline.to_dict(),
+        }

@@ -1,0 +1,473 @@
+"""Topology: Megatron's parallel layout (dense and expert grids), validated and queryable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ._errors import TopologyError
+from ._grid import Grid
+from ._groups import DerivedGroups, OrthogonalGroups
+from ._hierarchy import level_grid
+from ._kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
+from ._pipeline import Pipeline, virtual_layers
+from ._rank_info import RankInfo
+from ._validate import validate_topology
+
+__all__ = ["Topology", "GroupList"]
+
+GroupList = OrthogonalGroups | DerivedGroups
+"""A lazy, immutable sequence of groups (each a tuple of ints)."""
+
+def _tuple_or_none(value: object) -> object:
+    if value is None or isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, Sequence):
+        return tuple(value)
+    return value
+
+
+def _stage_tuple(value: object) -> object:
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return tuple(value)
+    return value
+
+
+@attrs.frozen(repr=False)
+class Topology:
+    """Which global ranks form which parallel group, with Megatron-core's semantics.
+
+    Two grids lie over the same ranks (MoE parallel folding): ``dense`` over (tp, cp, dp, pp) and
+    ``expert`` over (etp, ep, edp, pp), both laid out by ``order`` (innermost axis first). Derived
+    sizes: ``dp = W / (tp * cp * pp)``, ``etp = etp or tp``, ``edp = W / (etp * ep * pp)``.
+
+    Args:
+        world_size: how many ranks.
+        tp, pp, cp, ep: tensor, pipeline, context and expert parallel sizes.
+        etp: expert tensor-parallel size (default: tp).
+        dp: data-parallel size; derived, and checked if given.
+        vpp: virtual pipeline chunks per stage (needs pp > 1).
+        order: Megatron's order string, innermost first; missing size-1 axes go last.
+        rank_offset: the first rank of the layout.
+        dist_opt_instances: distributed-optimizer instances (Megatron's
+            ``num_distributed_optimizer_instances``).
+        hcp_sizes: hierarchical context-parallel level sizes (product = cp).
+        embedding_stages: the pipeline stages holding word embeddings (default first and last).
+        position_embedding_stages: the stages holding position embeddings (default first).
+
+    Raises:
+        TopologyError: for any layout Megatron would reject, or accept and get wrong.
+
+    >>> topo = Topology(16, tp=2, pp=4)
+    >>> str(topo)
+    'tp2·cp1·ep1·dp2·pp4 (tp fastest)'
+    >>> list(topo.groups("dp"))[:4]
+    [(0, 2), (1, 3), (4, 6), (5, 7)]
+    >>> topo.group_of(9, "pp"), topo.group_of(12, "embedding")
+    ((1, 5, 9, 13), (0, 12))
+    """
+
+    world_size: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: int | None = None
+    dp: int | None = None
+    vpp: int | None = None
+    order: str = "tp-cp-ep-dp-pp"
+    rank_offset: int = 0
+    dist_opt_instances: int = 1
+    hcp_sizes: tuple[int, ...] | None = attrs.field(default=None, converter=_tuple_or_none)
+    embedding_stages: tuple[int, ...] = attrs.field(default=(0, -1), converter=_stage_tuple)
+    position_embedding_stages: tuple[int, ...] = attrs.field(
+        default=(0,), converter=_stage_tuple
+    )
+    _dense: Grid = attrs.field(init=False, eq=False, repr=False)
+    _expert: Grid = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        facts = validate_topology(self)
+        for name, value in facts.items():
+            object.__setattr__(self, name, value)
+
+    # -- named constructors -------------------------------------------------------------------
+
+    @classmethod
+    def megatron(cls, world_size: int, **kwargs: Any) -> Topology:
+        """Megatron-core's convention (order ``tp-cp-ep-dp-pp``); the same as ``Topology(...)``."""
+        return cls(world_size, **kwargs)
+
+    @classmethod
+    def ml_starter(
+        cls, world_size: int, model_parallelism: int = 1, pipeline_parallelism: int = 1
+    ) -> Topology:
+        """ml-starter's ``init_parallelism`` layout: order ``tp-pp-dp``, model parallelism is tp.
+
+        >>> list(Topology.ml_starter(8, 2, 2).groups("dp"))
+        [(0, 4), (1, 5), (2, 6), (3, 7)]
+        """
+        return cls(world_size, tp=model_parallelism, pp=pipeline_parallelism, order="tp-pp-dp")
+
+    @classmethod
+    def ezpz(cls, world_size: int, tp: int = 1, pp: int = 1, cp: int = 1) -> Topology:
+        """ezpz / fairscale's ``initialize_tensor_parallel`` layout: order ``tp-cp-pp-dp``.
+
+        >>> list(Topology.ezpz(16, tp=2, pp=2, cp=2).groups("pp"))[:2]
+        [(0, 4), (1, 5)]
+        """
+        return cls(world_size, tp=tp, pp=pp, cp=cp, order="tp-cp-pp-dp")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Topology:
+        """The inverse of :meth:`to_dict`; unknown or missing keys raise ``TopologyError``.
+
+        >>> Topology.from_dict(Topology(8, tp=2).to_dict()) == Topology(8, tp=2)
+        True
+        """
+        if not isinstance(data, Mapping):
+            raise TopologyError(f"a topology must be a mapping of fields, got {type(data).__name__}")
+        fields = [f.name for f in attrs.fields(cls) if f.init]
+        unknown = sorted(str(key) for key in data if key not in fields)
+        if unknown:
+            raise TopologyError(
+                f"unknown topology field {unknown[0]!r}; valid fields: {', '.join(fields)}"
+            )
+        if "world_size" not in data:
+            raise TopologyError("a topology needs 'world_size', e.g. {\"world_size\": 8}")
+        return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-safe values (ints, strings, lists, None)."""
+        return {
+            "world_size": self.world_size,
+            "tp": self.tp,
+            "pp": self.pp,
+            "cp": self.cp,
+            "ep": self.ep,
+            "etp": self.etp,
+            "dp": self.dp,
+            "vpp": self.vpp,
+            "order": self.order,
+            "rank_offset": self.rank_offset,
+            "dist_opt_instances": self.dist_opt_instances,
+            "hcp_sizes": None if self.hcp_sizes is None else list(self.hcp_sizes),
+            "embedding_stages": list(self.embedding_stages),
+            "position_embedding_stages": list(self.position_embedding_stages),
+        }
+
+    # -- grids and sizes ----------------------------------------------------------------------
+
+    @property
+    def dense(self) -> Grid:
+        """The grid of attention / dense layers: axes tp, cp, dp, pp."""
+        return self._dense
+
+    @property
+    def expert(self) -> Grid:
+        """The grid of expert (MoE) layers: axes etp, ep, edp, pp."""
+        return self._expert
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size, ``W / (etp * ep * pp)``."""
+        return self._expert.size("edp")
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Every group kind this topology defines, in Megatron's creation order."""
+        instances = self.dist_opt_instances > 1
+        levels = tuple(f"hcp-{k}" for k in range(len(self.hcp_sizes or ())))
+        return (
+            "dp-cp",
+            *(("intra-dp-cp",) if instances else ()),
+            "dp",
+            "cp",
+            *levels,
+            "tp-pp",
+            "tp",
+            "pp",
+            "embedding",
+            "position-embedding",
+            "tp-dp-cp",
+            "tp-dp",
+            "tp-cp",
+            "ep",
+            "etp",
+            "etp-ep",
+            "etp-ep-pp",
+            "edp",
+            *(("intra-edp", "inter-edp", "intra-dist-opt") if instances else ()),
+        )
+
+    def size(self, kind: str) -> int:
+        """How many ranks one group of ``kind`` holds (embedding: per pipeline)."""
+        return len(self.groups(kind)[0])
+
+    # -- groups -------------------------------------------------------------------------------
+
+    def groups(self, kind: str) -> GroupList:
+        """All groups of ``kind``, lazily, in Megatron's order.
+
+        >>> list(Topology(8, tp=2, pp=2).groups("tp-pp"))
+        [(0, 1, 4, 5), (2, 3, 6, 7)]
+        """
+        kind = self._kind(kind)
+        if kind in DENSE_KINDS:
+            return self._dense.groups(*DENSE_KINDS[kind])
+        if kind in EXPERT_KINDS:
+            return self._expert.groups(*EXPERT_KINDS[kind])
+        return self._derived_groups(kind)
+
+    def group_of(self, rank: int, kind: str) -> tuple[int, ...]:
+        """The group of ``kind`` that holds ``rank``.
+
+        Raises:
+            TopologyError: for an unknown kind, a rank outside the layout, or a rank that belongs
+                to no group of that kind (a middle pipeline stage has no ``embedding`` group).
+
+        >>> Topology(16, tp=2, pp=4).group_of(5, "embedding")
+        Traceback (most recent call last):
+        topology._errors.TopologyError: rank 5 belongs to no embedding group: it is pipeline stage 1 of 4 and embedding lives on stages 0, 3
+        """
+        kind = self._kind(kind)
+        self._dense._check_rank(rank)
+        if kind in DENSE_KINDS:
+            return self._dense.group_of(rank, *DENSE_KINDS[kind])
+        if kind in EXPERT_KINDS:
+            return self._expert.group_of(rank, *EXPERT_KINDS[kind])
+        return self._derived_group_of(rank, kind)
+
+    def local_rank(self, rank: int, kind: str) -> int:
+        """The rank's position in its group of ``kind``.
+
+        >>> Topology(16, tp=2, pp=4).local_rank(9, "pp")
+        2
+        """
+        kind = self._kind(kind)
+        if kind in DENSE_KINDS:
+            return self._dense.index_in_group(rank, *DENSE_KINDS[kind])
+        if kind in EXPERT_KINDS:
+            return self._expert.index_in_group(rank, *EXPERT_KINDS[kind])
+        return self.group_of(rank, kind).index(rank)
+
+    def has_group(self, rank: int, kind: str) -> bool:
+        """True if ``rank`` belongs to some group of ``kind`` (only embeddings can say no)."""
+        kind = self._kind(kind)
+        self._dense._check_rank(rank)
+        if kind == "embedding":
+            return self.stage(rank) in self.embedding_stages
+        if kind == "position-embedding":
+            return self.stage(rank) in self.position_embedding_stages
+        return True
+
+    # -- pipeline -----------------------------------------------------------------------------
+
+    def stage(self, rank: int) -> int:
+        """The rank's pipeline stage (its pp coordinate)."""
+        return self._dense.index_in_group(rank, "pp")
+
+    def pipeline(self, rank: int) -> Pipeline:
+        """The rank's pipeline: stage, neighbours (wrap-around), embedding membership."""
+        stage = self.stage(rank)
+        return Pipeline(
+            rank=rank,
+            stage=stage,
+            ranks=self._dense.group_of(rank, "pp"),
+            in_embedding=stage in self.embedding_stages,
+            in_position_embedding=stage in self.position_embedding_stages,
+        )
+
+    def layers(self, stage: int, num_layers: int) -> tuple[tuple[int, ...], ...]:
+        """The 0-based layers each virtual chunk of ``stage`` holds (one chunk without vpp).
+
+        >>> Topology(4, pp=4, vpp=2).layers(0, 16)
+        ((0, 1), (8, 9))
+        """
+        return virtual_layers(stage, num_layers, self.pp, self.vpp)
+
+    def is_first_stage(self, rank: int, vp_stage: int | None = None) -> bool:
+        """First stage; with ``vp_stage`` (and vpp set) also the first virtual chunk."""
+        if vp_stage is not None and self.vpp is not None and self._vp(vp_stage) != 0:
+            return False
+        return self.stage(rank) == 0
+
+    def is_last_stage(self, rank: int, vp_stage: int | None = None) -> bool:
+        """Last stage; with ``vp_stage`` (and vpp set) also the last virtual chunk."""
+        if vp_stage is not None and self.vpp is not None and self._vp(vp_stage) != self.vpp - 1:
+            return False
+        return self.stage(rank) == self.pp - 1
+
+    def in_embedding(self, rank: int, vp_stage: int | None = None) -> bool:
+        """True if the rank holds word embeddings (in virtual chunk ``vp_stage``, if given).
+
+        With virtual stages only the first chunk of the first stage and the last chunk of the
+        last stage hold them, as in Megatron's ``is_rank_in_embedding_group``.
+        """
+        stage = self.stage(rank)
+        if stage not in self.embedding_stages:
+            return False
+        if vp_stage is None or self.vpp is None:
+            return True
+        if stage == 0 and self.pp > 1:
+            return self.is_first_stage(rank, vp_stage)
+        if stage == self.pp - 1:
+            return self.is_last_stage(rank, vp_stage)
+        return True
+
+    def rank_info(self, rank: int) -> RankInfo:
+        """Everything about one rank: coordinates, every kind's group and position, pipeline."""
+        self._dense._check_rank(rank)
+        groups: dict[str, tuple[int, ...] | None] = {}
+        for kind in self.kinds:
+            groups[kind] = self.group_of(rank, kind) if self.has_group(rank, kind) else None
+        return RankInfo(
+            rank=rank,
+            dense=tuple(self._dense.coord(rank).items()),
+            expert=tuple(self._expert.coord(rank).items()),
+            groups=tuple(groups.items()),
+            pipeline=self.pipeline(rank),
+        )
+
+    # -- derived kinds ------------------------------------------------------------------------
+
+    def _kind(self, kind: object) -> str:
+        if not isinstance(kind, str):
+            raise TopologyError(f"kind must be a string like 'tp', got {kind!r}")
+        name = canonical_kind(kind)
+        if name not in self.kinds:
+            raise TopologyError(f"unknown kind {kind!r}; valid kinds: {', '.join(self.kinds)}")
+        return name
+
+    def _vp(self, vp_stage: object) -> int:
+        vpp = self.vpp or 1
+        if type(vp_stage) is not int or not 0 <= vp_stage < vpp:
+            raise TopologyError(
+                f"vp_stage {vp_stage!r} is out of range; valid: 0 to {vpp - 1} (vpp={vpp})"
+            )
+        return vp_stage
+
+    def _derived_groups(self, kind: str) -> DerivedGroups:
+        if kind in ("embedding", "position-embedding"):
+            stages = self._stages(kind)
+            pp_groups = self._dense.groups("pp")
+            return DerivedGroups(
+                len(pp_groups), lambda i: tuple(pp_groups[i][s] for s in stages)
+            )
+        if kind.startswith("hcp-"):
+            level = int(kind[4:])
+            cp_groups = self._dense.groups("cp")
+            levels = level_grid(self.hcp_sizes or ()).groups(f"l{level}")
+            per = len(levels)
+            return DerivedGroups(
+                len(cp_groups) * per,
+                lambda i: _pick(cp_groups[i // per], levels[i % per]),
+            )
+        instances = self.dist_opt_instances
+        if kind == "intra-dp-cp":
+            dp_cp = self._dense.groups("dp", "cp")
+            width = dp_cp.group_size // instances
+            return DerivedGroups(
+                len(dp_cp) * instances,
+                lambda i: dp_cp[i // instances][(i % instances) * width :][:width],
+            )
+        edp_groups = self._expert.groups("edp")
+        width = self.edp // instances
+        if kind == "intra-edp":
+            return DerivedGroups(
+                len(edp_groups) * instances,
+                lambda i: edp_groups[i // instances][(i % instances) * width :][:width],
+            )
+        if kind == "inter-edp":
+            return DerivedGroups(
+                len(edp_groups) * width,
+                lambda i: edp_groups[i // width][i % width :: width],
+            )
+        # intra-dist-opt: consecutive blocks of `width` etp-ep-pp groups, i.e. the ranks whose
+        # edp coordinate lies in one block.
+        model_groups = self._expert.groups("etp", "ep", "pp")
+        return DerivedGroups(
+            instances,
+            lambda i: tuple(
+                sorted(r for g in range(i * width, (i + 1) * width) for r in model_groups[g])
+            ),
+        )
+
+    def _derived_group_of(self, rank: int, kind: str) -> tuple[int, ...]:
+        if kind in ("embedding", "position-embedding"):
+            stages = self._stages(kind)
+            stage = self.stage(rank)
+            if stage not in stages:
+                where = ", ".join(map(str, stages))
+                raise TopologyError(
+                    f"rank {rank} belongs to no {kind} group: it is pipeline stage {stage} of "
+                    f"{self.pp} and {kind} lives on stages {where}"
+                )
+            ranks = self._dense.group_of(rank, "pp")
+            return tuple(ranks[s] for s in stages)
+        if kind.startswith("hcp-"):
+            level = int(kind[4:])
+            position = self._dense.index_in_group(rank, "cp")
+            positions = level_grid(self.hcp_sizes or ()).group_of(position, f"l{level}")
+            return _pick(self._dense.group_of(rank, "cp"), positions)
+        instances = self.dist_opt_instances
+        if kind == "intra-dp-cp":
+            group = self._dense.group_of(rank, "dp", "cp")
+            width = len(group) // instances
+            chunk = group.index(rank) // width
+            return group[chunk * width : (chunk + 1) * width]
+        width = self.edp // instances
+        edp_index = self._expert.index_in_group(rank, "edp")
+        if kind == "intra-edp":
+            group = self._expert.group_of(rank, "edp")
+            chunk = edp_index // width
+            return group[chunk * width : (chunk + 1) * width]
+        if kind == "inter-edp":
+            return self._expert.group_of(rank, "edp")[edp_index % width :: width]
+        return self.groups("intra-dist-opt")[edp_index // width]
+
+    def _stages(self, kind: str) -> tuple[int, ...]:
+        if kind == "embedding":
+            return self.embedding_stages
+        return self.position_embedding_stages
+
+    # -- text ---------------------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        tokens = self.order.split("-")
+        sizes = {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.dp, "pp": self.pp}
+        text = "·".join(f"{t}{sizes[t]}" for t in tokens)
+        extras = []
+        if self.etp != self.tp:
+            extras.append(f"etp{self.etp}")
+        if self.vpp is not None:
+            extras.append(f"vpp{self.vpp}")
+        if self.rank_offset:
+            extras.append(f"from rank {self.rank_offset}")
+        tail = (", " + ", ".join(extras)) if extras else ""
+        return f"{text} ({tokens[0]} fastest{tail})"
+
+    def __repr__(self) -> str:
+        parts = [str(self.world_size)]
+        for name in ("tp", "pp", "cp", "ep"):
+            if getattr(self, name) != 1:
+                parts.append(f"{name}={getattr(self, name)}")
+        if self.etp != self.tp:
+            parts.append(f"etp={self.etp}")
+        optional = {
+            "vpp": (self.vpp, None),
+            "order": (self.order, "tp-cp-ep-dp-pp"),
+            "rank_offset": (self.rank_offset, 0),
+            "dist_opt_instances": (self.dist_opt_instances, 1),
+            "hcp_sizes": (self.hcp_sizes, None),
+            "embedding_stages": (self.embedding_stages, tuple(sorted({0, self.pp - 1}))),
+            "position_embedding_stages": (self.position_embedding_stages, (0,)),
+        }
+        parts += [f"{name}={value!r}" for name, (value, default) in optional.items() if value != default]
+        return f"Topology({', '.join(parts)})"
+
+def _pick(ranks: Sequence[int], positions: Sequence[int]) -> tuple[int, ...]:
+    return tuple(ranks[p] for p in positions)
+

@@ -1,0 +1,198 @@
+"""Validation and normalisation of a Topology's fields (private).
+
+Every rule here is one that Megatron-core either checks with a bare assertion, or does not check
+and then builds wrong groups for; each raises ``TopologyError`` with the arithmetic and a fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ._checks import check_rank_offset, check_size, divisors, format_choices
+from ._errors import TopologyError
+from ._grid import Grid
+
+__all__ = ["validate_topology", "ORDER_TOKENS"]
+
+ORDER_TOKENS = ("tp", "cp", "ep", "dp", "pp")
+# Megatron's RankGenerator appends missing (size-1) tokens in this order.
+_APPEND_ORDER = ("tp", "pp", "dp", "ep", "cp")
+
+
+class _Fields(Protocol):
+    world_size: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    etp: int | None
+    dp: int | None
+    vpp: int | None
+    order: str
+    rank_offset: int
+    dist_opt_instances: int
+    hcp_sizes: tuple[int, ...] | None
+    embedding_stages: tuple[int, ...]
+    position_embedding_stages: tuple[int, ...]
+
+
+def validate_topology(fields: _Fields) -> dict[str, Any]:
+    """Check every field and return the normalised values plus the two grids."""
+    world = check_size("world_size", fields.world_size)
+    tp = check_size("tp", fields.tp)
+    pp = check_size("pp", fields.pp)
+    cp = check_size("cp", fields.cp)
+    ep = check_size("ep", fields.ep)
+    etp = tp if fields.etp is None else check_size("etp", fields.etp)
+    instances = check_size("dist_opt_instances", fields.dist_opt_instances)
+    offset = check_rank_offset(fields.rank_offset)
+
+    model = tp * cp * pp
+    if world % model:
+        raise TopologyError(
+            f"world_size {world} is not divisible by tp({tp}) * cp({cp}) * pp({pp}) = {model}; "
+            f"valid world sizes are multiples of {model}"
+        )
+    dp = world // model
+    if fields.dp is not None and check_size("dp", fields.dp) != dp:
+        raise TopologyError(
+            f"dp({fields.dp}) does not match world_size {world} / (tp({tp}) * cp({cp}) * "
+            f"pp({pp})) = {dp}; leave dp out or pass dp={dp}"
+        )
+    expert_model = etp * ep * pp
+    if world % expert_model:
+        valid = [d for d in divisors(world) if world % (etp * d * pp) == 0]
+        raise TopologyError(
+            f"world_size {world} is not divisible by etp({etp}) * ep({ep}) * pp({pp}) = "
+            f"{expert_model}; valid ep: {format_choices(valid) or 'none, change etp or pp'}"
+        )
+    edp = world // expert_model
+
+    vpp = fields.vpp
+    if vpp is not None:
+        check_size("vpp", vpp)
+        if pp == 1:
+            raise TopologyError(
+                f"vpp({vpp}) needs pipeline stages to interleave, but pp is 1; "
+                "drop vpp or use pp > 1"
+            )
+
+    hcp = fields.hcp_sizes
+    if hcp is not None:
+        if not isinstance(hcp, tuple) or not hcp:
+            raise TopologyError(f"hcp_sizes must be a non-empty list of ints, got {hcp!r}")
+        product = 1
+        for level, size in enumerate(hcp):
+            product *= check_size(f"hcp_sizes[{level}]", size)
+        if product != cp:
+            raise TopologyError(
+                f"hcp_sizes {list(hcp)} multiply to {product} but cp is {cp}; "
+                f"give level sizes whose product is {cp}"
+            )
+
+    if (dp * cp) % instances or edp % instances:
+        valid = [d for d in divisors(dp * cp) if edp % d == 0]
+        raise TopologyError(
+            f"dist_opt_instances({instances}) must divide both dp * cp = {dp * cp} and "
+            f"edp = {edp}; valid: {format_choices(valid)}"
+        )
+
+    sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp}
+    expert_sizes = {"tp": etp, "ep": ep, "dp": edp, "pp": pp, "cp": 1}
+    tokens = _order_tokens(fields.order, sizes, expert_sizes)
+    order = "-".join(tokens)
+    dense = Grid.from_order(
+        "-".join(t for t in tokens if t != "ep"),
+        rank_offset=offset,
+        **{t: sizes[t] for t in tokens if t != "ep"},
+    )
+    expert_names = {"tp": "etp", "ep": "ep", "dp": "edp", "pp": "pp"}
+    expert = Grid.from_order(
+        "-".join(expert_names[t] for t in tokens if t != "cp"),
+        rank_offset=offset,
+        **{expert_names[t]: expert_sizes[t] for t in tokens if t != "cp"},
+    )
+    _check_pipelines(order, tokens, sizes, expert_sizes, dense, expert)
+
+    return {
+        "etp": etp,
+        "dp": dp,
+        "order": order,
+        "embedding_stages": _stages("embedding_stages", fields.embedding_stages, pp),
+        "position_embedding_stages": _stages(
+            "position_embedding_stages", fields.position_embedding_stages, pp
+        ),
+        "_dense": dense,
+        "_expert": expert,
+    }
+
+
+def _order_tokens(
+    order: object, sizes: dict[str, int], expert_sizes: dict[str, int]
+) -> list[str]:
+    if not isinstance(order, str) or not order:
+        raise TopologyError(f"order must be a string like 'tp-cp-ep-dp-pp', got {order!r}")
+    tokens = order.lower().split("-")
+    for token in tokens:
+        if token not in ORDER_TOKENS:
+            raise TopologyError(
+                f"order {order!r} has unknown axis {token!r}; valid axes: "
+                f"{', '.join(ORDER_TOKENS)}"
+            )
+    for token in tokens:
+        if tokens.count(token) > 1:
+            raise TopologyError(f"order {order!r} names {token!r} twice; name each axis once")
+    for token in _APPEND_ORDER:
+        if token in tokens:
+            continue
+        size = max(sizes[token], expert_sizes[token])
+        if size > 1:
+            which = {"dp": "dp (or edp)", "tp": "tp (or etp)"}.get(token, token)
+            raise TopologyError(
+                f"order {order!r} leaves out {token!r} but {which} is {size}; add {token!r} "
+                f"to the order, e.g. {'-'.join([*tokens, token])!r}"
+            )
+        tokens.append(token)
+    return tokens
+
+
+def _check_pipelines(
+    order: str,
+    tokens: list[str],
+    sizes: dict[str, int],
+    expert_sizes: dict[str, int],
+    dense: Grid,
+    expert: Grid,
+) -> None:
+    pp = sizes["pp"]
+    if pp == 1:
+        return
+    after = tokens[tokens.index("pp") + 1 :]
+    pp_outermost = all(sizes[t] == 1 and expert_sizes[t] == 1 for t in after)
+    if not pp_outermost and expert_sizes["dp"] != sizes["dp"]:
+        raise TopologyError(
+            f"edp({expert_sizes['dp']}) must equal dp({sizes['dp']}) when pp is not the "
+            f"outermost axis of order {order!r}; put pp last in the order or make "
+            f"etp * ep = tp * cp"
+        )
+    dense_stride = dense.strides[dense.axes.index("pp")]
+    expert_stride = expert.strides[expert.axes.index("pp")]
+    if dense_stride != expert_stride:
+        raise TopologyError(
+            f"the dense and expert grids put pipeline stages on different ranks (pp stride "
+            f"{dense_stride} vs {expert_stride} in order {order!r}); put pp last in the order"
+        )
+
+
+def _stages(name: str, stages: object, pp: int) -> tuple[int, ...]:
+    if not isinstance(stages, tuple) or not stages:
+        raise TopologyError(f"{name} must be a non-empty list of stage indices, got {stages!r}")
+    normalised = set()
+    for stage in stages:
+        if type(stage) is not int or not -pp <= stage < pp:
+            raise TopologyError(
+                f"{name} entry {stage!r} is out of range for pp({pp}); valid stages: "
+                f"{-pp} to {pp - 1}"
+            )
+        normalised.add(stage % pp)
+    return tuple(sorted(normalised))

@@ -1,0 +1,78 @@
+"""Run a function on every rank of a real multi-process gloo world (spawned, localhost store).
+
+>>> run_world(4, _example)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+__all__ = ["run_world"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _entry(rank: int, world_size: int, init_file: str, fn: Callable[..., Any],
+           args: tuple[Any, ...], errors: Any) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
+    )
+    try:
+        fn(rank, world_size, *args)
+    except BaseException:
+        errors.put((rank, traceback.format_exc()))
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+def run_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: float = 120) -> None:
+    """Call ``fn(rank, world_size, *args)`` on ``world_size`` spawned gloo ranks; re-raise failures.
+
+    ``fn`` must be a module-level function (it is pickled into each process). The default group
+    is initialised before and destroyed after ``fn``.
+    """
+    context = mp.get_context("spawn")
+    errors = context.SimpleQueue()
+    with tempfile.TemporaryDirectory() as folder:
+        init_file = os.path.join(folder, "store")
+        processes = [
+            context.Process(
+                target=_entry, args=(rank, world_size, init_file, fn, args, errors), daemon=True
+            )
+            for rank in range(world_size)
+        ]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout)
+        alive = [p for p in processes if p.is_alive()]
+        for process in alive:
+            process.kill()
+        failures = []
+        while not errors.empty():
+            failures.append(errors.get())
+        if failures:
+            rank, text = sorted(failures)[0]
+            raise AssertionError(f"rank {rank} of {world_size} failed:\n{text}")
+        if alive:
+            raise AssertionError(f"{len(alive)} of {world_size} ranks hung past {timeout}s")
+        bad = [p.exitcode for p in processes if p.exitcode != 0]
+        if bad:
+            raise AssertionError(f"ranks exited with codes {bad}")
