@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from ._errors import TopologyError
 
-__all__ = ["check_size", "check_rank_offset", "divisors", "format_choices"]
+__all__ = ["check_rank_offset", "check_size", "divisors", "format_choices"]
 
 
 def check_size(name: str, value: object) -> int:

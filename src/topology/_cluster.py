@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import attrs
 
 from ._checks import check_size
@@ -10,8 +13,8 @@ from ._errors import TopologyError
 __all__ = ["Cluster"]
 
 
-def _optional_size(name: str) -> object:
-    def check(_: object, __: object, value: object) -> None:
+def _optional_size(name: str) -> Callable[[Any, Any, Any], None]:
+    def check(_: Any, __: Any, value: Any) -> None:
         if value is not None:
             check_size(name, value)
 
@@ -31,10 +34,8 @@ class Cluster:
     """
 
     gpus_per_node: int = attrs.field(validator=lambda _, __, v: check_size("gpus_per_node", v))
-    nodes: int | None = attrs.field(default=None, validator=_optional_size("nodes"))  # type: ignore[arg-type]
-    nvlink_domain: int | None = attrs.field(
-        default=None, validator=_optional_size("nvlink_domain")  # type: ignore[arg-type]
-    )
+    nodes: int | None = attrs.field(default=None, validator=_optional_size("nodes"))
+    nvlink_domain: int | None = attrs.field(default=None, validator=_optional_size("nvlink_domain"))
 
     @property
     def domain_size(self) -> int:

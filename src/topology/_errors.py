@@ -15,5 +15,6 @@ class TopologyError(ValueError):
     ...     Topology(12, tp=8)
     ... except ValueError as error:
     ...     print(error)
-    world_size 12 is not divisible by tp(8) * cp(1) * pp(1) = 8; valid world sizes are multiples of 8
+    world_size 12 is not divisible by tp(8) * cp(1) * pp(1) = 8;
+    valid world sizes are multiples of 8
     """

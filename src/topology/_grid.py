@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 import attrs
 
@@ -28,6 +29,10 @@ def _check_axes(axes: object) -> tuple[str, ...]:
             raise TopologyError(f"axis {name!r} appears twice in {axes!r}; name each axis once")
         seen.add(name)
     return axes
+
+
+def _as_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 @attrs.frozen(repr=False)
@@ -57,8 +62,8 @@ class Grid:
     'tp2·dp3·pp4 (tp fastest)'
     """
 
-    axes: tuple[str, ...] = attrs.field(converter=tuple)
-    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    axes: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    shape: tuple[int, ...] = attrs.field(converter=_as_tuple)
     rank_offset: int = 0
     _strides: tuple[int, ...] = attrs.field(init=False, eq=False, repr=False)
 
@@ -69,7 +74,7 @@ class Grid:
                 f"shape {self.shape!r} has {len(self.shape)} sizes but axes {self.axes!r} "
                 f"name {len(self.axes)}; give one size per axis"
             )
-        for name, size in zip(self.axes, self.shape):
+        for name, size in zip(self.axes, self.shape, strict=True):
             check_size(name, size)
         check_rank_offset(self.rank_offset)
         strides: list[int] = []
@@ -152,7 +157,7 @@ class Grid:
         return MappingProxyType(
             {
                 name: (local // stride) % size
-                for name, size, stride in zip(self.axes, self.shape, self._strides)
+                for name, size, stride in zip(self.axes, self.shape, self._strides, strict=True)
             }
         )
 
@@ -166,7 +171,7 @@ class Grid:
         if unknown:
             raise TopologyError(f"unknown axis {unknown[0]!r}; this grid has axes {self.axes!r}")
         rank = self.rank_offset
-        for name, size, stride in zip(self.axes, self.shape, self._strides):
+        for name, size, stride in zip(self.axes, self.shape, self._strides, strict=True):
             if name not in coord:
                 raise TopologyError(f"rank() needs a coordinate for axis {name!r}")
             value = coord[name]
@@ -183,6 +188,7 @@ class Grid:
         """All groups that vary along exactly ``axes``, lazily, in Megatron's order.
 
         Every group is ascending and groups come in ascending order of their smallest rank.
+        With no axes every rank is a group of its own.
 
         >>> list(Grid.from_order("tp-pp-dp", tp=2, pp=2, dp=2).groups("dp"))
         [(0, 4), (1, 5), (2, 6), (3, 7)]
@@ -241,8 +247,6 @@ class Grid:
             if not isinstance(item, str):
                 raise TopologyError(f"axes must be names like 'tp', got {item!r}")
             names.extend(item.split("-"))
-        if not names:
-            raise TopologyError(f"name at least one axis; this grid has axes {self.axes!r}")
         indices: list[int] = []
         for name in names:
             if name not in self.axes:
@@ -264,11 +268,12 @@ class Grid:
         return rank
 
     def __str__(self) -> str:
-        parts = "·".join(f"{n}{s}" for n, s in zip(reversed(self.axes), reversed(self.shape)))
+        pairs = zip(reversed(self.axes), reversed(self.shape), strict=True)
+        parts = "·".join(f"{name}{size}" for name, size in pairs)
         offset = f" from rank {self.rank_offset}" if self.rank_offset else ""
         return f"{parts} ({self.axes[-1]} fastest){offset}"
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{n}={s}" for n, s in zip(self.axes, self.shape))
+        sizes = ", ".join(f"{n}={s}" for n, s in zip(self.axes, self.shape, strict=True))
         offset = f", rank_offset={self.rank_offset}" if self.rank_offset else ""
         return f"Grid.from_sizes({sizes}{offset})"

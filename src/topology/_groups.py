@@ -14,7 +14,7 @@ from typing import overload
 
 from ._errors import TopologyError
 
-__all__ = ["Runs", "OrthogonalGroups", "DerivedGroups", "compress"]
+__all__ = ["DerivedGroups", "OrthogonalGroups", "Runs", "compress"]
 
 Runs = tuple[tuple[int, int], ...]
 """``((size, stride), ...)`` innermost first."""
@@ -29,7 +29,7 @@ def compress(sizes: Sequence[int], strides: Sequence[int]) -> Runs:
     ((2, 1), (4, 4))
     """
     runs: list[tuple[int, int]] = []
-    for size, stride in zip(sizes, strides):
+    for size, stride in zip(sizes, strides, strict=True):
         if size == 1:
             continue
         if runs and runs[-1][0] * runs[-1][1] == stride:
@@ -93,7 +93,7 @@ class _GroupSequenceBase(Sequence[tuple[int, ...]]):
             return NotImplemented
         if len(self) != len(other):
             return False
-        return all(tuple(a) == tuple(b) for a, b in zip(self, other))
+        return all(tuple(a) == tuple(b) for a, b in zip(self, other, strict=True))
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -117,7 +117,7 @@ class OrthogonalGroups(_GroupSequenceBase):
     ((5, 7), 4)
     """
 
-    __slots__ = ("_inner", "_outer", "_offset", "_offsets_cache")
+    __slots__ = ("_inner", "_offset", "_offsets_cache", "_outer")
 
     def __init__(self, inner: Runs, outer: Runs, offset: int) -> None:
         self._inner = inner

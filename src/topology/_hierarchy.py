@@ -22,7 +22,7 @@ def level_grid(sizes: Sequence[int]) -> Grid:
 def hierarchical_groups(
     ranks: Sequence[int], sizes: Sequence[int]
 ) -> tuple[tuple[tuple[int, ...], ...], ...]:
-    """Split ``ranks`` into nested levels of sub-groups, as Megatron's ``create_hierarchical_groups``.
+    """Split ``ranks`` into levels of sub-groups, as Megatron's ``create_hierarchical_groups``.
 
     Level ``k`` groups the positions that differ only in digit ``k`` of the mixed-radix number
     whose digits have sizes ``sizes`` (digit 0 fastest). Positions index into ``ranks``.

@@ -52,7 +52,11 @@ class RankInfo:
             "groups": {
                 kind: None
                 if group is None
-                else {"ranks": list(group), "local_rank": group.index(self.rank), "size": len(group)}
+                else {
+                    "ranks": list(group),
+                    "local_rank": group.index(self.rank),
+                    "size": len(group),
+                }
                 for kind, group in self.groups
             },
             "pipeline": self.pipeline.to_dict(),

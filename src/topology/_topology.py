@@ -16,10 +16,20 @@ from ._pipeline import Pipeline, virtual_layers
 from ._rank_info import RankInfo
 from ._validate import validate_topology
 
-__all__ = ["Topology", "GroupList"]
+__all__ = ["GroupList", "Topology"]
+
+_DENSE_MEANING = {
+    "ep": (),
+    "etp": ("tp",),
+    "etp-ep": ("tp",),
+    "etp-ep-pp": ("tp", "pp"),
+    "edp": ("dp", "cp"),
+}
+"""What the expert kinds mean in a dense-only layout that has no expert grid of its own."""
 
 GroupList = OrthogonalGroups | DerivedGroups
 """A lazy, immutable sequence of groups (each a tuple of ints)."""
+
 
 def _tuple_or_none(value: object) -> object:
     if value is None or isinstance(value, (str, bytes)):
@@ -82,11 +92,9 @@ class Topology:
     dist_opt_instances: int = 1
     hcp_sizes: tuple[int, ...] | None = attrs.field(default=None, converter=_tuple_or_none)
     embedding_stages: tuple[int, ...] = attrs.field(default=(0, -1), converter=_stage_tuple)
-    position_embedding_stages: tuple[int, ...] = attrs.field(
-        default=(0,), converter=_stage_tuple
-    )
+    position_embedding_stages: tuple[int, ...] = attrs.field(default=(0,), converter=_stage_tuple)
     _dense: Grid = attrs.field(init=False, eq=False, repr=False)
-    _expert: Grid = attrs.field(init=False, eq=False, repr=False)
+    _expert: Grid | None = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         facts = validate_topology(self)
@@ -128,7 +136,9 @@ class Topology:
         True
         """
         if not isinstance(data, Mapping):
-            raise TopologyError(f"a topology must be a mapping of fields, got {type(data).__name__}")
+            raise TopologyError(
+                f"a topology must be a mapping of fields, got {type(data).__name__}"
+            )
         fields = [f.name for f in attrs.fields(cls) if f.init]
         unknown = sorted(str(key) for key in data if key not in fields)
         if unknown:
@@ -166,14 +176,23 @@ class Topology:
         return self._dense
 
     @property
-    def expert(self) -> Grid:
-        """The grid of expert (MoE) layers: axes etp, ep, edp, pp."""
+    def expert(self) -> Grid | None:
+        """The grid of expert (MoE) layers: axes etp, ep, edp, pp.
+
+        None for a dense-only layout (ep = 1, etp = tp) whose order puts pp inside dp while
+        cp > 1 (ezpz's ``tp-cp-pp-dp``): there no expert grid can share the dense pipeline, so
+        the expert kinds mean what they mean for dense layers (etp = tp, edp = dp-cp, ep alone).
+        """
         return self._expert
 
     @property
     def edp(self) -> int:
         """Expert data-parallel size, ``W / (etp * ep * pp)``."""
-        return self._expert.size("edp")
+        return (
+            self.world_size
+            // (self._dense.size("tp") if self.etp is None else self.etp)
+            // (self.ep * self.pp)
+        )
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -203,8 +222,28 @@ class Topology:
         )
 
     def size(self, kind: str) -> int:
-        """How many ranks one group of ``kind`` holds (embedding: per pipeline)."""
-        return len(self.groups(kind)[0])
+        """How many ranks one group of ``kind`` holds, in O(1).
+
+        >>> topo = Topology(16, tp=2, pp=4)
+        >>> topo.size("tp-dp"), topo.size("embedding")
+        (4, 2)
+        """
+        kind = self._kind(kind)
+        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
+            grid, axes = self._grid_kind(kind)
+            return grid.size(*axes)
+        instances = self.dist_opt_instances
+        sizes = {
+            "embedding": len(self.embedding_stages),
+            "position-embedding": len(self.position_embedding_stages),
+            "intra-dp-cp": self._dense.size("dp", "cp") // instances,
+            "intra-edp": self.edp // instances,
+            "inter-edp": instances,
+            "intra-dist-opt": self.world_size // instances,
+        }
+        if kind in sizes:
+            return sizes[kind]
+        return (self.hcp_sizes or ())[int(kind[4:])]
 
     # -- groups -------------------------------------------------------------------------------
 
@@ -215,10 +254,9 @@ class Topology:
         [(0, 1, 4, 5), (2, 3, 6, 7)]
         """
         kind = self._kind(kind)
-        if kind in DENSE_KINDS:
-            return self._dense.groups(*DENSE_KINDS[kind])
-        if kind in EXPERT_KINDS:
-            return self._expert.groups(*EXPERT_KINDS[kind])
+        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
+            grid, axes = self._grid_kind(kind)
+            return grid.groups(*axes)
         return self._derived_groups(kind)
 
     def group_of(self, rank: int, kind: str) -> tuple[int, ...]:
@@ -230,28 +268,71 @@ class Topology:
 
         >>> Topology(16, tp=2, pp=4).group_of(5, "embedding")
         Traceback (most recent call last):
-        topology._errors.TopologyError: rank 5 belongs to no embedding group: it is pipeline stage 1 of 4 and embedding lives on stages 0, 3
+        topology._errors.TopologyError: rank 5 belongs to no embedding group:
+        it is pipeline stage 1 of 4 and embedding lives on stages 0, 3
         """
         kind = self._kind(kind)
         self._dense._check_rank(rank)
-        if kind in DENSE_KINDS:
-            return self._dense.group_of(rank, *DENSE_KINDS[kind])
-        if kind in EXPERT_KINDS:
-            return self._expert.group_of(rank, *EXPERT_KINDS[kind])
+        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
+            grid, axes = self._grid_kind(kind)
+            return grid.group_of(rank, *axes)
         return self._derived_group_of(rank, kind)
 
     def local_rank(self, rank: int, kind: str) -> int:
-        """The rank's position in its group of ``kind``.
+        """The rank's position in its group of ``kind``, without building the group.
 
         >>> Topology(16, tp=2, pp=4).local_rank(9, "pp")
         2
         """
+        return self.locate(rank, kind)[1]
+
+    def group_index(self, rank: int, kind: str) -> int:
+        """Which group of ``kind`` holds the rank: ``groups(kind)[group_index(r, kind)]`` has it.
+
+        >>> topo = Topology(16, tp=2, pp=4)
+        >>> topo.group_index(9, "dp"), topo.groups("dp")[topo.group_index(9, "dp")]
+        (5, (9, 11))
+        """
+        return self.locate(rank, kind)[0]
+
+    def locate(self, rank: int, kind: str) -> tuple[int, int]:
+        """``(group index, local rank)`` of ``rank`` for ``kind`` in O(number of axes).
+
+        Raises:
+            TopologyError: as :meth:`group_of` does.
+
+        >>> Topology(16, tp=2, pp=4).locate(13, "embedding")
+        (1, 1)
+        """
         kind = self._kind(kind)
-        if kind in DENSE_KINDS:
-            return self._dense.index_in_group(rank, *DENSE_KINDS[kind])
-        if kind in EXPERT_KINDS:
-            return self._expert.index_in_group(rank, *EXPERT_KINDS[kind])
-        return self.group_of(rank, kind).index(rank)
+        self._dense._check_rank(rank)
+        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
+            return _grid_locate(*self._grid_kind(kind), rank)
+        if kind in ("embedding", "position-embedding"):
+            self._check_embedding_member(rank, kind)
+            pipeline_index = self._dense.groups("pp").index_of_rank(rank)
+            return pipeline_index or 0, self._stages(kind).index(self.stage(rank))
+        instances = self.dist_opt_instances
+        if kind.startswith("hcp-"):
+            level = f"l{kind[4:]}"
+            levels = level_grid(self.hcp_sizes or ())
+            cp_index, position = _grid_locate(self._dense, ("cp",), rank)
+            inner = levels.groups(level).index_of_rank(position) or 0
+            return cp_index * len(levels.groups(level)) + inner, levels.index_in_group(
+                position, level
+            )
+        if kind == "intra-dp-cp":
+            group, position = _grid_locate(self._dense, ("dp", "cp"), rank)
+            width = self._dense.size("dp", "cp") // instances
+            return group * instances + position // width, position % width
+        group, position = _grid_locate(*self._grid_kind("edp"), rank)
+        width = self.edp // instances
+        if kind == "intra-edp":
+            return group * instances + position // width, position % width
+        if kind == "inter-edp":
+            return group * width + position % width, position // width
+        index = position // width
+        return index, self._derived_groups(kind)[index].index(rank)
 
     def has_group(self, rank: int, kind: str) -> bool:
         """True if ``rank`` belongs to some group of ``kind`` (only embeddings can say no)."""
@@ -326,12 +407,19 @@ class Topology:
         return RankInfo(
             rank=rank,
             dense=tuple(self._dense.coord(rank).items()),
-            expert=tuple(self._expert.coord(rank).items()),
+            expert=() if self._expert is None else tuple(self._expert.coord(rank).items()),
             groups=tuple(groups.items()),
             pipeline=self.pipeline(rank),
         )
 
     # -- derived kinds ------------------------------------------------------------------------
+
+    def _grid_kind(self, kind: str) -> tuple[Grid, tuple[str, ...]]:
+        if kind in DENSE_KINDS:
+            return self._dense, DENSE_KINDS[kind]
+        if self._expert is None:
+            return self._dense, _DENSE_MEANING[kind]
+        return self._expert, EXPERT_KINDS[kind]
 
     def _kind(self, kind: object) -> str:
         if not isinstance(kind, str):
@@ -353,9 +441,7 @@ class Topology:
         if kind in ("embedding", "position-embedding"):
             stages = self._stages(kind)
             pp_groups = self._dense.groups("pp")
-            return DerivedGroups(
-                len(pp_groups), lambda i: tuple(pp_groups[i][s] for s in stages)
-            )
+            return DerivedGroups(len(pp_groups), lambda i: tuple(pp_groups[i][s] for s in stages))
         if kind.startswith("hcp-"):
             level = int(kind[4:])
             cp_groups = self._dense.groups("cp")
@@ -373,7 +459,7 @@ class Topology:
                 len(dp_cp) * instances,
                 lambda i: dp_cp[i // instances][(i % instances) * width :][:width],
             )
-        edp_groups = self._expert.groups("edp")
+        edp_groups = self.groups("edp")
         width = self.edp // instances
         if kind == "intra-edp":
             return DerivedGroups(
@@ -387,7 +473,7 @@ class Topology:
             )
         # intra-dist-opt: consecutive blocks of `width` etp-ep-pp groups, i.e. the ranks whose
         # edp coordinate lies in one block.
-        model_groups = self._expert.groups("etp", "ep", "pp")
+        model_groups = self.groups("etp-ep-pp")
         return DerivedGroups(
             instances,
             lambda i: tuple(
@@ -396,37 +482,18 @@ class Topology:
         )
 
     def _derived_group_of(self, rank: int, kind: str) -> tuple[int, ...]:
-        if kind in ("embedding", "position-embedding"):
-            stages = self._stages(kind)
-            stage = self.stage(rank)
-            if stage not in stages:
-                where = ", ".join(map(str, stages))
-                raise TopologyError(
-                    f"rank {rank} belongs to no {kind} group: it is pipeline stage {stage} of "
-                    f"{self.pp} and {kind} lives on stages {where}"
-                )
-            ranks = self._dense.group_of(rank, "pp")
-            return tuple(ranks[s] for s in stages)
-        if kind.startswith("hcp-"):
-            level = int(kind[4:])
-            position = self._dense.index_in_group(rank, "cp")
-            positions = level_grid(self.hcp_sizes or ()).group_of(position, f"l{level}")
-            return _pick(self._dense.group_of(rank, "cp"), positions)
-        instances = self.dist_opt_instances
-        if kind == "intra-dp-cp":
-            group = self._dense.group_of(rank, "dp", "cp")
-            width = len(group) // instances
-            chunk = group.index(rank) // width
-            return group[chunk * width : (chunk + 1) * width]
-        width = self.edp // instances
-        edp_index = self._expert.index_in_group(rank, "edp")
-        if kind == "intra-edp":
-            group = self._expert.group_of(rank, "edp")
-            chunk = edp_index // width
-            return group[chunk * width : (chunk + 1) * width]
-        if kind == "inter-edp":
-            return self._expert.group_of(rank, "edp")[edp_index % width :: width]
-        return self.groups("intra-dist-opt")[edp_index // width]
+        return self._derived_groups(kind)[self.locate(rank, kind)[0]]
+
+    def _check_embedding_member(self, rank: int, kind: str) -> tuple[int, ...]:
+        stages = self._stages(kind)
+        stage = self.stage(rank)
+        if stage not in stages:
+            where = ", ".join(map(str, stages))
+            raise TopologyError(
+                f"rank {rank} belongs to no {kind} group: it is pipeline stage {stage} of "
+                f"{self.pp} and {kind} lives on stages {where}"
+            )
+        return stages
 
     def _stages(self, kind: str) -> tuple[int, ...]:
         if kind == "embedding":
@@ -465,9 +532,16 @@ class Topology:
             "embedding_stages": (self.embedding_stages, tuple(sorted({0, self.pp - 1}))),
             "position_embedding_stages": (self.position_embedding_stages, (0,)),
         }
-        parts += [f"{name}={value!r}" for name, (value, default) in optional.items() if value != default]
+        parts += [
+            f"{name}={value!r}" for name, (value, default) in optional.items() if value != default
+        ]
         return f"Topology({', '.join(parts)})"
+
+
+def _grid_locate(grid: Grid, axes: tuple[str, ...], rank: int) -> tuple[int, int]:
+    index = grid.groups(*axes).index_of_rank(rank)
+    return index or 0, grid.index_in_group(rank, *axes)
+
 
 def _pick(ranks: Sequence[int], positions: Sequence[int]) -> tuple[int, ...]:
     return tuple(ranks[p] for p in positions)
-

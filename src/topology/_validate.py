@@ -12,7 +12,7 @@ from ._checks import check_rank_offset, check_size, divisors, format_choices
 from ._errors import TopologyError
 from ._grid import Grid
 
-__all__ = ["validate_topology", "ORDER_TOKENS"]
+__all__ = ["ORDER_TOKENS", "validate_topology"]
 
 ORDER_TOKENS = ("tp", "cp", "ep", "dp", "pp")
 # Megatron's RankGenerator appends missing (size-1) tokens in this order.
@@ -20,20 +20,36 @@ _APPEND_ORDER = ("tp", "pp", "dp", "ep", "cp")
 
 
 class _Fields(Protocol):
-    world_size: int
-    tp: int
-    pp: int
-    cp: int
-    ep: int
-    etp: int | None
-    dp: int | None
-    vpp: int | None
-    order: str
-    rank_offset: int
-    dist_opt_instances: int
-    hcp_sizes: tuple[int, ...] | None
-    embedding_stages: tuple[int, ...]
-    position_embedding_stages: tuple[int, ...]
+    """The constructor arguments of a Topology, as given."""
+
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def etp(self) -> int | None: ...
+    @property
+    def dp(self) -> int | None: ...
+    @property
+    def vpp(self) -> int | None: ...
+    @property
+    def order(self) -> str: ...
+    @property
+    def rank_offset(self) -> int: ...
+    @property
+    def dist_opt_instances(self) -> int: ...
+    @property
+    def hcp_sizes(self) -> tuple[int, ...] | None: ...
+    @property
+    def embedding_stages(self) -> tuple[int, ...]: ...
+    @property
+    def position_embedding_stages(self) -> tuple[int, ...]: ...
 
 
 def validate_topology(fields: _Fields) -> dict[str, Any]:
@@ -106,13 +122,10 @@ def validate_topology(fields: _Fields) -> dict[str, Any]:
         rank_offset=offset,
         **{t: sizes[t] for t in tokens if t != "ep"},
     )
-    expert_names = {"tp": "etp", "ep": "ep", "dp": "edp", "pp": "pp"}
-    expert = Grid.from_order(
-        "-".join(expert_names[t] for t in tokens if t != "cp"),
-        rank_offset=offset,
-        **{expert_names[t]: expert_sizes[t] for t in tokens if t != "cp"},
-    )
-    _check_pipelines(order, tokens, sizes, expert_sizes, dense, expert)
+    moe = ep > 1 or etp != tp
+    expert_grid = _expert_grid(tokens, expert_sizes, offset)
+    agree = _pipelines_agree(order, tokens, sizes, expert_sizes, dense, expert_grid, moe)
+    expert = expert_grid if agree else None
 
     return {
         "etp": etp,
@@ -127,17 +140,14 @@ def validate_topology(fields: _Fields) -> dict[str, Any]:
     }
 
 
-def _order_tokens(
-    order: object, sizes: dict[str, int], expert_sizes: dict[str, int]
-) -> list[str]:
+def _order_tokens(order: object, sizes: dict[str, int], expert_sizes: dict[str, int]) -> list[str]:
     if not isinstance(order, str) or not order:
         raise TopologyError(f"order must be a string like 'tp-cp-ep-dp-pp', got {order!r}")
     tokens = order.lower().split("-")
     for token in tokens:
         if token not in ORDER_TOKENS:
             raise TopologyError(
-                f"order {order!r} has unknown axis {token!r}; valid axes: "
-                f"{', '.join(ORDER_TOKENS)}"
+                f"order {order!r} has unknown axis {token!r}; valid axes: {', '.join(ORDER_TOKENS)}"
             )
     for token in tokens:
         if tokens.count(token) > 1:
@@ -156,32 +166,46 @@ def _order_tokens(
     return tokens
 
 
-def _check_pipelines(
+def _expert_grid(tokens: list[str], expert_sizes: dict[str, int], offset: int) -> Grid:
+    names = {"tp": "etp", "ep": "ep", "dp": "edp", "pp": "pp"}
+    return Grid.from_order(
+        "-".join(names[t] for t in tokens if t != "cp"),
+        rank_offset=offset,
+        **{names[t]: expert_sizes[t] for t in tokens if t != "cp"},
+    )
+
+
+def _pipelines_agree(
     order: str,
     tokens: list[str],
     sizes: dict[str, int],
     expert_sizes: dict[str, int],
     dense: Grid,
     expert: Grid,
-) -> None:
+    moe: bool,
+) -> bool:
+    """True if both grids put pipeline stages on the same ranks; raise if that matters (MoE)."""
     pp = sizes["pp"]
     if pp == 1:
-        return
+        return True
     after = tokens[tokens.index("pp") + 1 :]
     pp_outermost = all(sizes[t] == 1 and expert_sizes[t] == 1 for t in after)
+    dense_stride = dense.strides[dense.axes.index("pp")]
+    expert_stride = expert.strides[expert.axes.index("pp")]
+    if not moe:
+        return dense_stride == expert_stride
     if not pp_outermost and expert_sizes["dp"] != sizes["dp"]:
         raise TopologyError(
             f"edp({expert_sizes['dp']}) must equal dp({sizes['dp']}) when pp is not the "
             f"outermost axis of order {order!r}; put pp last in the order or make "
             f"etp * ep = tp * cp"
         )
-    dense_stride = dense.strides[dense.axes.index("pp")]
-    expert_stride = expert.strides[expert.axes.index("pp")]
     if dense_stride != expert_stride:
         raise TopologyError(
             f"the dense and expert grids put pipeline stages on different ranks (pp stride "
             f"{dense_stride} vs {expert_stride} in order {order!r}); put pp last in the order"
         )
+    return True
 
 
 def _stages(name: str, stages: object, pp: int) -> tuple[int, ...]:

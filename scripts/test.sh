@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: lint, types, then every test (core, CLI, cost model, real gloo worlds).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+echo "== ruff" && ruff check src tests benchmarks && ruff format --check src tests benchmarks
+echo "== mypy --strict (topology)" && mypy
+echo "== pytest"
+python -m pytest -n 2 -q "$@"
