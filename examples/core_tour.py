@@ -32,9 +32,7 @@ def explain_rank(topo: Topology, rank: int) -> None:
             print(f"  {kind:>18}: {len(group)} ranks {group[0]}, {group[1]}, ..., {group[-1]}")
         else:
             print(f"  {kind:>18}: {list(group)} (local rank {group.index(rank)})")
-    print(
-        f"  pipeline stage {view.stage} of {view.num_stages}: prev {view.prev}, next {view.next}"
-    )
+    print(f"  pipeline stage {view.stage} of {view.num_stages}: prev {view.prev}, next {view.next}")
 
 
 def validate_big_layouts() -> None:

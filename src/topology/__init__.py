@@ -14,19 +14,25 @@ from ._grid import Grid
 from ._groups import DerivedGroups, OrthogonalGroups
 from ._hierarchy import hierarchical_groups
 from ._pipeline import Pipeline
+from ._placement import Placement
 from ._rank_info import RankInfo
+from ._report import Finding, Report, check
 from ._topology import GroupList, Topology
 
 __all__ = [
     "Cluster",
     "DerivedGroups",
+    "Finding",
     "Grid",
     "GroupList",
     "OrthogonalGroups",
     "Pipeline",
+    "Placement",
     "RankInfo",
+    "Report",
     "Topology",
     "TopologyError",
+    "check",
     "hierarchical_groups",
 ]
 

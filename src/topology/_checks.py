@@ -6,7 +6,10 @@ from collections.abc import Iterable
 
 from ._errors import TopologyError
 
-__all__ = ["check_rank_offset", "check_size", "divisors", "format_choices"]
+__all__ = ["MAX_WORLD_SIZE", "check_rank_offset", "check_size", "divisors", "format_choices"]
+
+MAX_WORLD_SIZE = 2**40
+"""Keeps every group count below ``sys.maxsize`` and error-message arithmetic instant."""
 
 
 def check_size(name: str, value: object) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from ._checks import check_rank_offset, check_size
+from ._checks import MAX_WORLD_SIZE, check_rank_offset, check_size
 from ._errors import TopologyError
 from ._groups import OrthogonalGroups, compress
 
@@ -76,6 +76,14 @@ class Grid:
             )
         for name, size in zip(self.axes, self.shape, strict=True):
             check_size(name, size)
+        world = 1
+        for size in self.shape:
+            world *= size
+        if world > MAX_WORLD_SIZE:
+            raise TopologyError(
+                f"this grid has {world} ranks, more than {MAX_WORLD_SIZE} (2**40), the most "
+                "rank-topology lays out; use smaller sizes"
+            )
         check_rank_offset(self.rank_offset)
         strides: list[int] = []
         step = 1

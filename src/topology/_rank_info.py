@@ -6,6 +6,8 @@ from typing import Any
 
 import attrs
 
+from ._errors import TopologyError
+from ._kinds import canonical_kind
 from ._pipeline import Pipeline
 
 __all__ = ["RankInfo"]
@@ -31,12 +33,21 @@ class RankInfo:
     pipeline: Pipeline
 
     def coord(self, grid: str = "dense") -> dict[str, int]:
-        """The rank's coordinates in the ``"dense"`` or ``"expert"`` grid, outermost first."""
+        """The rank's coordinates in the ``"dense"`` or ``"expert"`` grid, outermost first.
+
+        The expert coordinates are empty for a dense-only layout without an expert grid.
+        """
+        if grid not in ("dense", "expert"):
+            raise TopologyError(f"grid must be 'dense' or 'expert', got {grid!r}")
         return dict(self.dense if grid == "dense" else self.expert)
 
     def group(self, kind: str) -> tuple[int, ...] | None:
-        """The rank's group of ``kind`` (None if it has none)."""
-        return dict(self.groups)[kind]
+        """The rank's group of ``kind`` (None if it has none); Megatron names are accepted."""
+        groups = dict(self.groups)
+        name = canonical_kind(kind) if isinstance(kind, str) else kind
+        if name not in groups:
+            raise TopologyError(f"unknown kind {kind!r}; valid kinds: {', '.join(groups)}")
+        return groups[name]
 
     def local_rank(self, kind: str) -> int | None:
         """The rank's position in its group of ``kind`` (None if it has none)."""

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ._checks import check_rank_offset, check_size, divisors, format_choices
+from ._checks import MAX_WORLD_SIZE, check_rank_offset, check_size, divisors, format_choices
 from ._errors import TopologyError
 from ._grid import Grid
 
-__all__ = ["ORDER_TOKENS", "validate_topology"]
+__all__ = ["MAX_WORLD_SIZE", "ORDER_TOKENS", "validate_topology"]
 
 ORDER_TOKENS = ("tp", "cp", "ep", "dp", "pp")
+
 # Megatron's RankGenerator appends missing (size-1) tokens in this order.
 _APPEND_ORDER = ("tp", "pp", "dp", "ep", "cp")
 
@@ -55,6 +56,11 @@ class _Fields(Protocol):
 def validate_topology(fields: _Fields) -> dict[str, Any]:
     """Check every field and return the normalised values plus the two grids."""
     world = check_size("world_size", fields.world_size)
+    if world > MAX_WORLD_SIZE:
+        raise TopologyError(
+            f"world_size {world} is larger than {MAX_WORLD_SIZE} (2**40), the most ranks "
+            "rank-topology lays out; use a smaller world"
+        )
     tp = check_size("tp", fields.tp)
     pp = check_size("pp", fields.pp)
     cp = check_size("cp", fields.cp)

@@ -24,8 +24,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _entry(rank: int, world_size: int, init_file: str, fn: Callable[..., Any],
-           args: tuple[Any, ...], errors: Any) -> None:
+def _entry(
+    rank: int,
+    world_size: int,
+    init_file: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    errors: Any,
+) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 

@@ -1,0 +1,1 @@
+"""The ``topology`` command line (private): ``main.py`` dispatches to one module per command."""

@@ -1,0 +1,123 @@
+"""``topology plan``: rank every layout of a world size by estimated step time."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import EXIT_OK, CliError, add_cluster_arguments, add_output_arguments, write_json
+
+__all__ = ["register"]
+
+_PLOT_LINES = ("compute", "tp", "cp", "ep", "pp", "dp", "edp", "bubble")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``plan`` command."""
+    parser = subparsers.add_parser(
+        "plan",
+        help="rank every layout of a world size by estimated step time",
+        description="Cost every factorisation tp*cp*pp*dp (and ep for MoE models) of the world "
+        "size on the cluster, drop what does not fit, and rank the rest.",
+    )
+    parser.add_argument(
+        "--world-size",
+        "-w",
+        dest="world_size",
+        type=int,
+        metavar="N",
+        help="number of ranks (default: nodes x gpus-per-node)",
+    )
+    parser.add_argument("--model", required=True, help="a model preset or a JSON file")
+    parser.add_argument("--hardware", default="h100", help="toy, h100 or a100 (default h100)")
+    parser.add_argument("--top", type=int, default=5, metavar="K", help="layouts to list (5)")
+    parser.add_argument(
+        "--max-tp",
+        dest="max_tp",
+        type=int,
+        metavar="N",
+        help="largest tp to try (default: the NVLink domain)",
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE", help="write a .png or .svg of the step time by dimension"
+    )
+    add_cluster_arguments(parser, required=True)
+    add_output_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the ranked layouts and the explanation (or JSON); optionally plot them; exit 0."""
+    from topology.cost import load_hardware, load_model, plan
+
+    from .common import cluster_from_args
+
+    cluster = cluster_from_args(args)
+    if cluster is None:
+        raise CliError("plan needs the node size: pass --gpus-per-node G (e.g. 8)")
+    world_size = args.world_size or cluster.world_size
+    if world_size is None:
+        raise CliError("no world size: pass --world-size N, or --nodes with --gpus-per-node")
+    if args.plot is not None:
+        _check_plot_target(args.plot)
+    result = plan(
+        world_size,
+        cluster,
+        load_model(args.model),
+        load_hardware(args.hardware),
+        top=args.top,
+        max_tp=args.max_tp,
+    )
+    if args.plot is not None:
+        _plot(result, args.plot)
+    if args.json:
+        write_json(result.to_dict())
+    else:
+        print(result)
+    return EXIT_OK
+
+
+def _check_plot_target(path: str) -> None:
+    if not path.endswith((".png", ".svg")):
+        raise CliError(f"--plot {path!r} must end in .png or .svg")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CliError(
+            "--plot needs matplotlib, which is not installed; pip install matplotlib"
+        ) from None
+
+
+def _plot(result: Any, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [str(e.topology).split(" (")[0] for e in result.ranked]
+    figure, axes = plt.subplots(figsize=(8, 1.2 + 0.5 * max(1, len(labels))))
+    left = [0.0] * len(labels)
+    for line in _PLOT_LINES:
+        values = [_value(e, line) for e in result.ranked]
+        if any(values):
+            axes.barh(labels, values, left=left, label=line)
+            left = [a + b for a, b in zip(left, values, strict=True)]
+    axes.invert_yaxis()
+    axes.set_xlabel("seconds per step")
+    axes.set_title(f"{result.model} on {result.world_size} x {result.hardware}")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    figure.tight_layout()
+    try:
+        figure.savefig(path)
+    except OSError as error:
+        raise CliError(f"cannot write --plot {path!r}: {error.strerror or error}") from None
+    finally:
+        plt.close(figure)
+
+
+def _value(estimate: Any, line: str) -> float:
+    if line == "compute":
+        return float(estimate.compute)
+    if line == "bubble":
+        return float(estimate.bubble)
+    return float(estimate.comm(line))

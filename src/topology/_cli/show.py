@@ -1,0 +1,149 @@
+"""``topology show``: the layout at a glance (a picture up to 256 ranks, else a table)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._cluster import Cluster
+from .._topology import Topology
+from .common import (
+    CliError,
+    add_cluster_arguments,
+    add_layout_arguments,
+    add_output_arguments,
+    cluster_from_args,
+    topology_from_args,
+    use_color,
+    write_json,
+)
+from .picture import MAX_PICTURE_RANKS, cells, picture, render_rich, render_svg, render_text
+
+__all__ = ["register", "run"]
+
+_DEFAULT_GPUS = 8
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``show`` command."""
+    parser = subparsers.add_parser(
+        "show",
+        help="draw the layout (nodes as boxes, GPUs labelled with coordinates)",
+        description="Draw the layout: up to 256 ranks as nodes with one labelled cell per GPU "
+        "(r5 t1 p0 d3 = rank 5, tp rank 1, stage 0, dp replica 3); larger worlds as a table.",
+    )
+    add_layout_arguments(parser)
+    add_cluster_arguments(parser)
+    add_output_arguments(parser)
+    parser.add_argument(
+        "--color-by",
+        dest="color_by",
+        choices=("tp", "cp", "ep", "dp", "pp"),
+        default="pp",
+        help="colour cells by this axis's coordinate (default pp)",
+    )
+    parser.add_argument("--svg", metavar="FILE", help="also write the picture as SVG to FILE")
+    parser.set_defaults(func=run)
+
+
+def _sizes(topo: Topology) -> dict[str, int]:
+    return {
+        "tp": topo.tp,
+        "cp": topo.cp,
+        "ep": topo.ep,
+        "dp": topo.dense.size("dp"),
+        "pp": topo.pp,
+        "etp": topo.etp or topo.tp,
+        "edp": topo.edp,
+    }
+
+
+def to_json(topo: Topology, cluster: Cluster | None) -> dict[str, Any]:
+    """The ``show --json`` document (schema in docs/cli.md)."""
+    gpus = cluster.gpus_per_node if cluster else None
+    cell_list = None
+    if topo.world_size <= MAX_PICTURE_RANKS:
+        cell_list = []
+        for rank, text, _ in cells(topo):
+            info = topo.rank_info(rank)
+            cell_list.append(
+                {
+                    "rank": rank,
+                    "label": text,
+                    "node": None if gpus is None else rank // gpus,
+                    "local_gpu": None if gpus is None else rank % gpus,
+                    "dense": info.coord("dense"),
+                    "expert": info.coord("expert"),
+                }
+            )
+    return {
+        "summary": str(topo),
+        "topology": topo.to_dict(),
+        "sizes": _sizes(topo),
+        "kinds": {k: {"size": topo.size(k), "groups": len(topo.groups(k))} for k in topo.kinds},
+        "cluster": None
+        if cluster is None
+        else {
+            "gpus_per_node": cluster.gpus_per_node,
+            "nodes": cluster.nodes,
+            "nvlink_domain": cluster.nvlink_domain,
+        },
+        "cells": cell_list,
+    }
+
+
+def _table(topo: Topology, cluster: Cluster | None) -> str:
+    lines = [str(topo), ""]
+    header = f"{'kind':<20} {'size':>8} {'groups':>8}"
+    rows = []
+    if cluster is not None:
+        from .._placement import placement
+
+        header += f" {'nodes/group':>12} {'in node':>8}"
+        for kind in topo.kinds:
+            row = placement(topo, cluster, kind)
+            rows.append(
+                f"{kind:<20} {row.size:>8} {row.groups:>8} {row.nodes:>12} "
+                f"{'yes' if row.intra_node else 'no':>8}"
+            )
+    else:
+        rows = [f"{k:<20} {topo.size(k):>8} {len(topo.groups(k)):>8}" for k in topo.kinds]
+    return "\n".join([*lines, header, *rows]) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the picture, table or JSON; write the SVG if asked."""
+    topo = topology_from_args(args)
+    cluster = cluster_from_args(args)
+    if args.json:
+        write_json(to_json(topo, cluster))
+    drawable = topo.world_size <= MAX_PICTURE_RANKS
+    node_cluster = cluster or Cluster(min(_DEFAULT_GPUS, topo.world_size))
+    if args.svg:
+        if not drawable:
+            raise CliError(
+                f"--svg draws worlds of at most {MAX_PICTURE_RANKS} ranks, got world_size "
+                f"{topo.world_size}; use --json for larger layouts"
+            )
+        try:
+            with open(args.svg, "w", encoding="utf-8") as handle:
+                handle.write(render_svg(topo, node_cluster, args.color_by))
+        except OSError as error:
+            raise CliError(f"cannot write --svg {args.svg!r}: {error.strerror or error}") from None
+    if args.json:
+        return 0
+    if not drawable:
+        print(_table(topo, cluster), end="")
+        return 0
+    print(str(topo))
+    if cluster is None:
+        print(f"(assuming {node_cluster.gpus_per_node} GPUs per node; set --gpus-per-node)")
+    lines = picture(topo, node_cluster, args.color_by)
+    if use_color(args):
+        try:
+            render_rich(lines)
+            return 0
+        except ImportError:
+            pass
+    print(render_text(lines), end="")
+    return 0

@@ -1,0 +1,78 @@
+"""Alpha-beta costs of the collectives a training step runs (private).
+
+Algorithm: a message of ``S`` units over a link costs ``alpha + beta * S`` (latency plus size over
+bandwidth). For a group of ``n`` ranks holding ``S`` units each (Thakur, Rabenseifner and Gropp,
+"Optimization of collective communication operations in MPICH", 2005):
+
+- ring all-reduce: ``2 (n - 1) (alpha + beta * S / n)``;
+- ring all-gather and reduce-scatter: ``(n - 1) (alpha + beta * S / n)`` each;
+- pairwise all-to-all: ``(n - 1) (alpha + beta * S / n)``;
+- point-to-point send: ``alpha + beta * S``.
+
+A group of one rank costs nothing.
+"""
+
+from __future__ import annotations
+
+from ._hardware import Link
+
+__all__ = ["all_gather", "all_reduce", "all_to_all", "p2p", "reduce_scatter", "sequential_ring"]
+
+
+def all_reduce(link: Link, n: int, size: float) -> float:
+    """Ring all-reduce of ``size`` units over ``n`` ranks.
+
+    >>> from topology.cost import TOY_GPU
+    >>> round(all_reduce(TOY_GPU.intra, 4, 500.0), 6)
+    7.8
+    """
+    return 2 * (n - 1) * (link.latency + size / n / link.bandwidth) if n > 1 else 0.0
+
+
+def all_gather(link: Link, n: int, size: float) -> float:
+    """Ring all-gather whose result is ``size`` units (each rank contributes ``size / n``).
+
+    >>> from topology.cost import TOY_GPU
+    >>> round(all_gather(TOY_GPU.intra, 4, 500.0), 6)
+    3.9
+    """
+    return (n - 1) * (link.latency + size / n / link.bandwidth) if n > 1 else 0.0
+
+
+def reduce_scatter(link: Link, n: int, size: float) -> float:
+    """Ring reduce-scatter of ``size`` units; the same cost as :func:`all_gather`."""
+    return all_gather(link, n, size)
+
+
+def all_to_all(link: Link, n: int, size: float) -> float:
+    """Pairwise all-to-all in which each rank sends ``size / n`` units to each of the others.
+
+    >>> from topology.cost import TOY_GPU
+    >>> round(all_to_all(TOY_GPU.intra, 2, 100.0), 6)
+    0.55
+    """
+    return all_gather(link, n, size)
+
+
+def p2p(link: Link, size: float) -> float:
+    """One point-to-point send of ``size`` units.
+
+    >>> from topology.cost import TOY_GPU
+    >>> round(p2p(TOY_GPU.intra, 10.0), 6)
+    0.15
+    """
+    return link.time(size)
+
+
+def sequential_ring(link: Link, n: int, size: float, receive: float) -> float:
+    """Seed 003's "ring all-reduce": each of ``n`` ranks in turn sends all ``size`` units.
+
+    Every send is followed by a receive acknowledgement of ``receive`` seconds and nothing
+    overlaps, so the cost is ``n * (alpha + beta * S + receive)``: linear in ``n`` and paying the
+    full message each time, unlike the textbook ring (:func:`all_reduce`).
+
+    >>> from topology.cost import TOY_GPU
+    >>> round(sequential_ring(TOY_GPU.intra, 4, 500.0, receive=0.05), 6)
+    20.4
+    """
+    return n * (link.time(size) + receive) if n > 1 else 0.0

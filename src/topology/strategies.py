@@ -1,0 +1,303 @@
+"""Hypothesis strategies for grids, topologies and ranks (needs the ``hypothesis`` extra).
+
+Every value is built constructively, so it is valid by construction and shrinks toward the
+simplest case: a small world, sizes of 1, Megatron's default order, no offset, no MoE folding.
+Bounds are keyword-only; a bad bound raises ``hypothesis.errors.InvalidArgument`` when drawn.
+
+>>> from hypothesis import given
+>>> from topology.strategies import topologies, ranks
+>>> @given(topologies(max_world_size=16).flatmap(lambda t: ranks(t).map(lambda r: (t, r))))
+... def test_rank_is_in_its_tp_group(pair):
+...     topo, rank = pair
+...     assert rank in topo.group_of(rank, "tp")
+>>> test_rank_is_in_its_tp_group()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from math import gcd, isqrt, prod
+
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from ._grid import Grid
+from ._kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
+from ._topology import Topology
+
+__all__ = ["grids", "ranks", "topologies"]
+
+_AXIS_POOL = ("tp", "cp", "ep", "dp", "pp", "x", "y", "z")
+_DEFAULT_ORDER = ("tp", "cp", "ep", "dp", "pp")
+_DIST_OPT_KINDS = ("intra-dp-cp", "intra-edp", "inter-edp", "intra-dist-opt")
+_ALWAYS_KINDS = (*DENSE_KINDS, *EXPERT_KINDS, "embedding", "position-embedding")
+
+
+def _check_int(name: str, value: object, low: int) -> int:
+    if type(value) is not int or value < low:
+        raise InvalidArgument(f"{name} must be an int >= {low}, got {value!r}")
+    return value
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+@st.composite
+def _bounded_sizes(draw: st.DrawFn, count: int, budget: int, cap: int) -> list[int]:
+    """``count`` sizes of at most ``cap`` whose product is at most ``budget`` (each shrinks to 1).
+
+    The sizes take their share of the budget in a drawn order, so no position is favoured.
+    """
+    sizes = [1] * count
+    for index in draw(st.permutations(range(count))):
+        size = draw(st.integers(1, max(1, min(cap, budget))))
+        budget //= size
+        sizes[index] = size
+    return sizes
+
+
+def grids(
+    *,
+    min_axes: int = 1,
+    max_axes: int = 4,
+    max_world_size: int = 64,
+    axis_names: Sequence[str] = _AXIS_POOL,
+    max_rank_offset: int = 16,
+) -> st.SearchStrategy[Grid]:
+    """Grids of ``min_axes`` to ``max_axes`` distinct axes over at most ``max_world_size`` ranks.
+
+    Args:
+        min_axes, max_axes: how many axes (at least 1, at most ``len(axis_names)``).
+        max_world_size: the largest product of sizes.
+        axis_names: the names to pick from, in the order they shrink toward.
+        max_rank_offset: the largest ``rank_offset`` (0 for grids that start at rank 0).
+
+    >>> grids(max_world_size=8).example().world_size <= 8  # doctest: +SKIP
+    True
+    """
+    return _grids(min_axes, max_axes, max_world_size, tuple(axis_names), max_rank_offset)
+
+
+@st.composite
+def _grids(
+    draw: st.DrawFn,
+    min_axes: int,
+    max_axes: int,
+    max_world_size: int,
+    axis_names: tuple[str, ...],
+    max_rank_offset: int,
+) -> Grid:
+    _check_int("min_axes", min_axes, 1)
+    _check_int("max_axes", max_axes, min_axes)
+    _check_int("max_world_size", max_world_size, 1)
+    _check_int("max_rank_offset", max_rank_offset, 0)
+    if len(set(axis_names)) != len(axis_names) or not all(
+        isinstance(name, str) and name and "-" not in name for name in axis_names
+    ):
+        raise InvalidArgument(f"axis_names must be distinct names without '-', got {axis_names!r}")
+    if max_axes > len(axis_names):
+        raise InvalidArgument(
+            f"max_axes={max_axes} needs at least {max_axes} axis_names, got {len(axis_names)}"
+        )
+    count = draw(st.integers(min_axes, max_axes))
+    names = draw(st.permutations(axis_names))[:count]
+    sizes = draw(_bounded_sizes(count, max_world_size, max_world_size))
+    offset = draw(st.integers(0, max_rank_offset))
+    return Grid(tuple(names), tuple(sizes), offset)
+
+
+def topologies(
+    *,
+    max_world_size: int = 64,
+    kinds: Iterable[str] | None = None,
+    moe: bool = True,
+    max_size: int = 8,
+    max_rank_offset: int = 16,
+    max_vpp: int = 4,
+    max_hcp_levels: int = 3,
+) -> st.SearchStrategy[Topology]:
+    """Valid :class:`~topology.Topology` values over at most ``max_world_size`` ranks.
+
+    Sizes are drawn as bounded factors of the world, the order as a permutation of Megatron's
+    five tokens (sometimes without its size-1 tokens), and the expert sizes (etp, ep), the
+    hierarchical cp levels, the distributed-optimizer instances, vpp, the embedding stages and
+    the rank offset among the values that keep the layout valid.
+
+    Args:
+        max_world_size: the largest world size.
+        kinds: group kinds every drawn topology must define, e.g. ``["hcp-1"]`` (at least two
+            hierarchical cp levels) or ``["intra-dist-opt"]`` (dist_opt_instances > 1).
+        moe: allow expert folding (ep > 1 or etp != tp); False keeps ep = 1 and etp = tp.
+        max_size: the largest tp, cp, pp or dp drawn (dp may exceed it by the dist-opt factor).
+        max_rank_offset: the largest ``rank_offset``.
+        max_vpp: the largest virtual pipeline size drawn when pp > 1.
+        max_hcp_levels: the most hierarchical cp levels.
+
+    >>> topologies(max_world_size=8).example().world_size <= 8  # doctest: +SKIP
+    True
+    """
+    return _topologies(
+        max_world_size,
+        None if kinds is None else tuple(kinds),
+        moe,
+        max_size,
+        max_rank_offset,
+        max_vpp,
+        max_hcp_levels,
+    )
+
+
+def _required(kinds: tuple[str, ...] | None, max_hcp_levels: int) -> tuple[int, bool]:
+    """(minimum hcp levels, dist-opt instances needed) for ``kinds``; raise on unknown kinds."""
+    levels, dist_opt = 0, False
+    for kind in kinds or ():
+        if not isinstance(kind, str):
+            raise InvalidArgument(f"kinds must be kind names like 'tp', got {kind!r}")
+        name = canonical_kind(kind)
+        if name in _DIST_OPT_KINDS:
+            dist_opt = True
+        elif name.startswith("hcp-") and name[4:].isdigit():
+            levels = max(levels, int(name[4:]) + 1)
+        elif name not in _ALWAYS_KINDS:
+            raise InvalidArgument(f"unknown kind {kind!r} in kinds")
+    if levels > max_hcp_levels:
+        raise InvalidArgument(
+            f"kinds need {levels} hierarchical cp levels but max_hcp_levels={max_hcp_levels}"
+        )
+    return levels, dist_opt
+
+
+def _expert_fits(order: Sequence[str], dense: dict[str, int], expert: dict[str, int]) -> bool:
+    """True if an expert grid with ``expert`` sizes shares the dense grid's pipeline stages."""
+    pp = dense["pp"]
+    if pp == 1:
+        return True
+    before = order[: order.index("pp")]
+    after = order[order.index("pp") + 1 :]
+    outermost = all(dense[t] == 1 and expert[t] == 1 for t in after)
+    if not outermost and expert["dp"] != dense["dp"]:
+        return False
+    return prod(dense[t] for t in before) == prod(expert[t] for t in before)
+
+
+@st.composite
+def _topologies(
+    draw: st.DrawFn,
+    max_world_size: int,
+    kinds: tuple[str, ...] | None,
+    moe: bool,
+    max_size: int,
+    max_rank_offset: int,
+    max_vpp: int,
+    max_hcp_levels: int,
+) -> Topology:
+    _check_int("max_world_size", max_world_size, 1)
+    _check_int("max_size", max_size, 1)
+    _check_int("max_rank_offset", max_rank_offset, 0)
+    _check_int("max_vpp", max_vpp, 1)
+    _check_int("max_hcp_levels", max_hcp_levels, 0)
+    if not isinstance(moe, bool):
+        raise InvalidArgument(f"moe must be a bool, got {moe!r}")
+    min_levels, need_dist_opt = _required(kinds, max_hcp_levels)
+    budget = max_world_size
+    instances = 1
+    if need_dist_opt:
+        if max_world_size < 2:
+            raise InvalidArgument("distributed-optimizer kinds need max_world_size >= 2")
+        instances = draw(st.integers(2, max_world_size))
+        budget //= instances
+
+    tp, cp, pp, dp_rest = draw(_bounded_sizes(4, budget, max_size))
+    dp = dp_rest * instances
+    dense = {"tp": tp, "cp": cp, "ep": 1, "dp": dp, "pp": pp}
+    world = tp * cp * dp * pp
+    order = list(draw(st.permutations(_DEFAULT_ORDER)))
+
+    etp, ep = tp, 1
+    if moe:
+        # etp * ep must divide the ranks of one pipeline stage, leaving edp divisible by the
+        # instances; sampled_from shrinks toward its first choice, (tp, 1): no folding.
+        stage = tp * cp * dp_rest
+        choices = [(tp, 1)]
+        for e_tp in _divisors(stage):
+            for e_p in _divisors(stage // e_tp):
+                if (e_tp, e_p) == (tp, 1):
+                    continue
+                edp = world // (e_tp * e_p * pp)
+                expert = {"tp": e_tp, "cp": 1, "ep": e_p, "dp": edp, "pp": pp}
+                if _expert_fits(order, dense, expert):
+                    choices.append((e_tp, e_p))
+        etp, ep = draw(st.sampled_from(choices))
+    edp = world // (etp * ep * pp)
+    expert_sizes = {"tp": etp, "cp": 1, "ep": ep, "dp": edp, "pp": pp}
+
+    if draw(st.booleans()):
+        # Leave out tokens whose size is 1 in both grids (Megatron appends them); this moves
+        # only size-1 axes, so the layout does not change.
+        keep = [t for t in order if dense[t] > 1 or expert_sizes[t] > 1 or draw(st.booleans())]
+        if keep:
+            order = keep
+
+    if not need_dist_opt:
+        instances = draw(st.sampled_from(_divisors(gcd(dp * cp, edp))))
+
+    hcp_sizes: tuple[int, ...] | None = None
+    levels = draw(st.integers(min_levels, max_hcp_levels)) if min_levels else 0
+    if not min_levels and max_hcp_levels and draw(st.booleans()):
+        levels = draw(st.integers(1, max_hcp_levels))
+    if levels:
+        parts: list[int] = []
+        rest = cp
+        for _ in range(levels - 1):
+            part = draw(st.sampled_from(_divisors(rest)))
+            parts.append(part)
+            rest //= part
+        hcp_sizes = (*parts, rest)
+
+    vpp = None
+    if pp > 1 and draw(st.booleans()):
+        vpp = draw(st.integers(1, max_vpp))
+
+    embedding: tuple[int, ...] = (0, -1)
+    position: tuple[int, ...] = (0,)
+    if draw(st.booleans()):
+        stages = st.lists(st.integers(0, pp - 1), min_size=1, max_size=pp, unique=True)
+        embedding = tuple(draw(stages))
+        position = tuple(draw(stages))
+
+    return Topology(
+        world,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        etp=None if etp == tp and not draw(st.booleans()) else etp,
+        dp=None if not draw(st.booleans()) else dp,
+        vpp=vpp,
+        order="-".join(order),
+        rank_offset=draw(st.integers(0, max_rank_offset)),
+        dist_opt_instances=instances,
+        hcp_sizes=hcp_sizes,
+        embedding_stages=embedding,
+        position_embedding_stages=position,
+    )
+
+
+def ranks(topology: Topology | Grid) -> st.SearchStrategy[int]:
+    """The ranks of ``topology`` (or of a grid), shrinking toward its first rank.
+
+    >>> from topology import Topology
+    >>> ranks(Topology(8, tp=2, rank_offset=8)).example() in range(8, 16)  # doctest: +SKIP
+    True
+    """
+    return _ranks(topology)
+
+
+@st.composite
+def _ranks(draw: st.DrawFn, topology: Topology | Grid) -> int:
+    if not isinstance(topology, (Topology, Grid)):
+        raise InvalidArgument(f"ranks() needs a Topology or Grid, got {topology!r}")
+    first = topology.rank_offset
+    return draw(st.integers(first, first + topology.world_size - 1))

@@ -1,0 +1,210 @@
+"""Initialise a full master weight from one seed and keep this rank's (strided) slice of it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, get_args
+
+import torch
+from torch import nn
+
+from topology import TopologyError
+
+from ..ops import _all_gather, group_rank, group_size, resolve_group
+
+__all__ = [
+    "INIT_TYPES",
+    "InitType",
+    "gather_master",
+    "init_master_",
+    "initialize_model_parallel_affine_weight_",
+    "shard",
+    "to_master_order",
+    "to_rank_order",
+]
+
+InitType = Literal[
+    "orthogonal",
+    "normal",
+    "biased_normal",
+    "uniform",
+    "kaiming_uniform",
+    "kaiming_normal",
+    "xavier_uniform",
+    "xavier_normal",
+    "trunc_normal",
+    "dirac",
+    "constant",
+    "zeros",
+    "ones",
+]
+INIT_TYPES: tuple[InitType, ...] = get_args(InitType)
+
+STD = 0.02
+CONSTANT = 0.1
+
+
+def check_init_type(init_type: str) -> None:
+    """Raise :class:`TopologyError` unless ``init_type`` is one of :data:`INIT_TYPES`."""
+    if init_type not in INIT_TYPES:
+        raise TopologyError(
+            f"init_type({init_type!r}) is not an initialisation type; "
+            f"use one of {', '.join(INIT_TYPES)}"
+        )
+
+
+def init_master_(master: torch.Tensor, init_type: str) -> torch.Tensor:
+    """Initialise a full 2-d ``(out, in)`` ``master`` in place with ``init_type`` and return it.
+
+    ``normal`` and ``biased_normal`` draw N(0, 0.02²), ``trunc_normal`` the same cut at ±2σ,
+    ``uniform`` U(-1/√in, 1/√in) (the bound of ``nn.Linear``), ``dirac`` the identity matrix,
+    ``constant`` 0.1; the others are the ``torch.nn.init`` functions of the same name with their
+    defaults.
+
+    >>> import torch
+    >>> init_master_(torch.empty(2, 3), "ones").sum().item()
+    6.0
+    """
+    check_init_type(init_type)
+    with torch.no_grad():
+        if init_type == "orthogonal":
+            nn.init.orthogonal_(master)
+        elif init_type in ("normal", "biased_normal"):
+            nn.init.normal_(master, std=STD)
+        elif init_type == "trunc_normal":
+            nn.init.trunc_normal_(master, std=STD, a=-2 * STD, b=2 * STD)
+        elif init_type == "uniform":
+            bound = 1 / math.sqrt(master.shape[-1])
+            nn.init.uniform_(master, -bound, bound)
+        elif init_type == "kaiming_uniform":
+            nn.init.kaiming_uniform_(master)
+        elif init_type == "kaiming_normal":
+            nn.init.kaiming_normal_(master)
+        elif init_type == "xavier_uniform":
+            nn.init.xavier_uniform_(master)
+        elif init_type == "xavier_normal":
+            nn.init.xavier_normal_(master)
+        elif init_type == "dirac":
+            nn.init.eye_(master)
+        elif init_type == "constant":
+            nn.init.constant_(master, CONSTANT)
+        elif init_type == "zeros":
+            nn.init.zeros_(master)
+        else:
+            nn.init.ones_(master)
+    return master
+
+
+def _chunk(n: int, dim: int, size: int, stride: int, what: str) -> int:
+    if n % (size * stride):
+        raise TopologyError(
+            f"{what} needs dim {dim} ({n}) divisible by stride({stride}) * group size({size}) = "
+            f"{stride * size}, but {n} % {stride * size} = {n % (stride * size)}; "
+            f"choose sizes that are multiples of {stride * size}"
+        )
+    return n // (size * stride)
+
+
+def shard(master: torch.Tensor, dim: int, size: int, rank: int, stride: int = 1) -> torch.Tensor:
+    """This rank's slice of ``master`` along ``dim``: chunks ``rank, rank + size, ...``.
+
+    Algorithm: cut ``dim`` into ``stride * size`` equal chunks; rank ``r`` keeps chunks
+    ``r + j * size`` for ``j < stride``, concatenated in order.
+
+    >>> import torch
+    >>> shard(torch.arange(8), 0, size=2, rank=1, stride=2).tolist()
+    [2, 3, 6, 7]
+    """
+    c = _chunk(master.shape[dim], dim, size, stride, "shard")
+    parts = [master.narrow(dim, (j * size + rank) * c, c) for j in range(stride)]
+    return parts[0] if stride == 1 else torch.cat(parts, dim)
+
+
+def to_rank_order(x: torch.Tensor, dim: int, size: int, stride: int) -> torch.Tensor:
+    """Permute ``dim`` of a master-ordered ``x`` so that rank ``r``'s shard is block ``r``.
+
+    >>> import torch
+    >>> to_rank_order(torch.arange(8), 0, size=2, stride=2).tolist()
+    [0, 1, 4, 5, 2, 3, 6, 7]
+    """
+    if stride == 1 or size == 1:
+        return x
+    return torch.cat([shard(x, dim, size, r, stride) for r in range(size)], dim)
+
+
+def to_master_order(x: torch.Tensor, dim: int, size: int, stride: int) -> torch.Tensor:
+    """Inverse of :func:`to_rank_order`: rank blocks concatenated back into master order.
+
+    >>> import torch
+    >>> to_master_order(torch.tensor([0, 1, 4, 5, 2, 3, 6, 7]), 0, size=2, stride=2).tolist()
+    [0, 1, 2, 3, 4, 5, 6, 7]
+    """
+    if stride == 1 or size == 1:
+        return x
+    c = _chunk(x.shape[dim], dim, size, stride, "to_master_order")
+    parts = [x.narrow(dim, (r * stride + j) * c, c) for j in range(stride) for r in range(size)]
+    return torch.cat(parts, dim)
+
+
+def gather_master(
+    local: torch.Tensor, dim: int, stride: int = 1, group: Any = None
+) -> torch.Tensor:
+    """All-gather the shards ``local`` along ``dim`` into the full master tensor (detached).
+
+    SPMD contract: call on every rank of ``group``, in the same order.
+    """
+    group = resolve_group(group)
+    size = group_size(group)
+    with torch.no_grad():
+        if size == 1:
+            return local.detach().clone()
+        full = _all_gather(local.detach(), dim, size, group)
+        return to_master_order(full, dim, size, stride)
+
+
+def initialize_model_parallel_affine_weight_(
+    weight: torch.Tensor,
+    out_features: int,
+    in_features: int,
+    per_partition_size: int,
+    partition_dim: int,
+    init_type: InitType = "xavier_normal",
+    stride: int = 1,
+    group: Any = None,
+) -> None:
+    """Initialise the full ``(out_features, in_features)`` master weight and copy this rank's slice.
+
+    Every rank draws the same master from the global torch generator (seed it equally on every
+    rank with ``torch.manual_seed``), in fp32 on ``weight``'s device, and keeps the slice
+    :func:`shard` gives it along ``partition_dim`` (0 for column-, 1 for row-parallel).
+
+    Raises:
+        TopologyError: an unknown ``init_type``, or ``per_partition_size`` that is not the master
+            size along ``partition_dim`` divided by the group size.
+
+    >>> import torch
+    >>> from topology_torch.ops import _SingleRank
+    >>> w = torch.empty(4, 3)
+    >>> initialize_model_parallel_affine_weight_(w, 4, 3, 4, 0, "ones", group=_SingleRank())
+    >>> w.sum().item()
+    12.0
+    """
+    check_init_type(init_type)
+    if partition_dim not in (0, 1):
+        raise TopologyError(
+            f"partition_dim({partition_dim}) must be 0 (column) or 1 (row) of the 2-d weight"
+        )
+    group = resolve_group(group)
+    size = group_size(group)
+    full = (out_features, in_features)[partition_dim]
+    if per_partition_size * size != full:
+        raise TopologyError(
+            f"per_partition_size({per_partition_size}) * group size({size}) = "
+            f"{per_partition_size * size} != {('out', 'in')[partition_dim]}_features({full}); "
+            f"pass per_partition_size={full // size} with sizes divisible by {size}"
+        )
+    master = torch.empty(out_features, in_features, dtype=torch.float32, device=weight.device)
+    init_master_(master, init_type)
+    local = shard(master, partition_dim, size, group_rank(group), stride)
+    with torch.no_grad():
+        weight.copy_(local)

@@ -1,0 +1,306 @@
+"""Column- and row-parallel linear layers (optionally with a model-parallel LoRA adapter)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from topology import TopologyError
+
+from ..ops import (
+    group_rank,
+    group_size,
+    mp_copy,
+    mp_gather,
+    mp_reduce,
+    mp_scatter,
+    resolve_group,
+    sp_gather,
+    sp_scatter,
+)
+from ._init import (
+    InitType,
+    check_init_type,
+    gather_master,
+    init_master_,
+    initialize_model_parallel_affine_weight_,
+    shard,
+    to_master_order,
+    to_rank_order,
+)
+
+__all__ = ["ColumnParallelLinear", "RowParallelLinear"]
+
+
+def check_size(name: str, value: object) -> int:
+    """Return ``value`` if it is an int >= 1, else raise :class:`TopologyError`."""
+    if type(value) is not int or value < 1:
+        raise TopologyError(f"{name}({value!r}) must be an int >= 1; pass a positive integer")
+    return value
+
+
+def _check_lora(lora_rank: object) -> int | None:
+    return None if lora_rank is None else check_size("lora_rank", lora_rank)
+
+
+def _divisible(name: str, n: int, size: int, stride: int) -> int:
+    if n % (size * stride):
+        raise TopologyError(
+            f"{name}({n}) must be divisible by stride({stride}) * tp({size}) = {size * stride}, "
+            f"but {n} % {size * stride} = {n % (size * stride)}; use a multiple of "
+            f"{size * stride}"
+        )
+    return n // size
+
+
+def _init_bias(
+    bias: torch.Tensor | None, n: int, dim_size: int, rank: int, stride: int, init_type: str
+) -> None:
+    """Zero the bias, or (``biased_normal``) draw the full bias N(0, 0.02²) and keep a slice."""
+    if bias is None:
+        return
+    with torch.no_grad():
+        if init_type == "biased_normal":
+            full = torch.empty(1, n, device=bias.device)
+            init_master_(full, "normal")
+            bias.copy_(shard(full, 1, dim_size, rank, stride)[0])
+        else:
+            bias.zero_()
+
+
+def _new_lora_a(
+    rank_r: int, in_features: int, size: int, rank: int, stride: int, device: Any, dtype: Any
+) -> nn.Parameter:
+    """LoRA A from one full ``(r, in)`` master (kaiming uniform, a=√5), sliced along ``in``."""
+    master = torch.empty(rank_r, in_features, device=device)
+    nn.init.kaiming_uniform_(master, a=math.sqrt(5))
+    local = shard(master, 1, size, rank, stride)
+    return nn.Parameter(local.to(dtype=dtype or torch.get_default_dtype()).contiguous())
+
+
+class ColumnParallelLinear(nn.Module):
+    """``y = x Wᵀ + b`` with ``W``'s rows (output features) split across the ranks of ``group``.
+
+    Rank ``r`` holds ``weight`` of shape ``(out_features / tp, in_features)`` and ``bias`` of
+    shape ``(out_features / tp,)``: with ``stride`` s the out dim is cut into ``s * tp`` chunks
+    and rank r keeps chunks ``r, r + tp, ...``. Forward: copy ``x`` in (its gradient is
+    all-reduced), or with ``sequence_parallel`` all-gather the sequence dim; multiply; with
+    ``gather_output`` all-gather the output features (in master order).
+
+    Args:
+        in_features, out_features: the sizes of the full layer.
+        bias: whether to add a bias.
+        gather_output: return the full output (else this rank's output features).
+        init_type: one of the 13 :data:`INIT_TYPES`; the master weight is drawn from the global
+            generator, so seed every rank equally.
+        stride: interleave the partition (for fused weights such as QKV).
+        lora_rank: add ``B @ A`` (A ``(r, in)`` replicated, B ``(out / tp, r)`` zero at start).
+        group: the tp group; ``None`` means ``topology_torch.current().group("tp")``.
+        sequence_parallel: the input is split along ``sequence_dim`` across ``group``.
+        sequence_dim: the sequence dim of the input (0 for ``(seq, batch, hidden)``).
+
+    >>> import torch
+    >>> from topology_torch.ops import _SingleRank
+    >>> layer = ColumnParallelLinear(4, 6, group=_SingleRank())
+    >>> layer(torch.ones(2, 4)).shape, layer.master_weight.shape
+    (torch.Size([2, 6]), torch.Size([6, 4]))
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        gather_output: bool = True,
+        init_type: InitType = "xavier_normal",
+        stride: int = 1,
+        lora_rank: int | None = None,
+        group: Any = None,
+        *,
+        sequence_parallel: bool = False,
+        sequence_dim: int = 0,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        check_size("in_features", in_features)
+        check_size("out_features", out_features)
+        check_size("stride", stride)
+        check_init_type(init_type)
+        self.lora_rank = _check_lora(lora_rank)
+        if gather_output and sequence_parallel:
+            raise TopologyError(
+                "gather_output=True with sequence_parallel=True would gather features of a "
+                "sequence shard; pass gather_output=False and follow with a RowParallelLinear"
+            )
+        self.group = resolve_group(group)
+        self.tp = group_size(self.group)
+        self.tp_rank = group_rank(self.group)
+        self.in_features, self.out_features = in_features, out_features
+        self.gather_output, self.stride = gather_output, stride
+        self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
+        self.init_type = init_type
+        local_out = _divisible("out_features", out_features, self.tp, stride)
+        kw = {"device": device, "dtype": dtype}
+        self.weight = nn.Parameter(torch.empty(local_out, in_features, **kw))
+        self.bias = nn.Parameter(torch.empty(local_out, **kw)) if bias else None
+        initialize_model_parallel_affine_weight_(
+            self.weight, out_features, in_features, local_out, 0, init_type, stride, self.group
+        )
+        _init_bias(self.bias, out_features, self.tp, self.tp_rank, stride, init_type)
+        self.lora_a: nn.Parameter | None = None
+        self.lora_b: nn.Parameter | None = None
+        if self.lora_rank is not None:
+            self.lora_a = _new_lora_a(self.lora_rank, in_features, 1, 0, 1, device, dtype)
+            self.lora_b = nn.Parameter(torch.zeros(local_out, self.lora_rank, **kw))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the layer to ``x`` of shape ``(..., in_features)``."""
+        if self.sequence_parallel:
+            x = sp_gather(x, self.sequence_dim, self.group)
+        else:
+            x = mp_copy(x, group=self.group)
+        y = F.linear(x, self.weight, self.bias)
+        if self.lora_a is not None and self.lora_b is not None:
+            a = mp_copy(self.lora_a, group=self.group)
+            y = y + F.linear(F.linear(x, a), self.lora_b)
+        if self.gather_output:
+            y = to_master_order(mp_gather(y, -1, self.group), -1, self.tp, self.stride)
+        return y
+
+    @property
+    def master_weight(self) -> torch.Tensor:
+        """The full ``(out_features, in_features)`` weight (a collective on ``group``)."""
+        return gather_master(self.weight, 0, self.stride, self.group)
+
+    @property
+    def master_bias(self) -> torch.Tensor | None:
+        """The full ``(out_features,)`` bias, or ``None`` (a collective on ``group``)."""
+        if self.bias is None:
+            return None
+        return gather_master(self.bias, 0, self.stride, self.group)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, tp={self.tp}, "
+            f"bias={self.bias is not None}, gather_output={self.gather_output}, "
+            f"stride={self.stride}, lora_rank={self.lora_rank}, "
+            f"sequence_parallel={self.sequence_parallel}"
+        )
+
+
+class RowParallelLinear(nn.Module):
+    """``y = x Wᵀ + b`` with ``W``'s columns (input features) split across the ranks of ``group``.
+
+    Rank ``r`` holds ``weight`` of shape ``(out_features, in_features / tp)`` (strided as in
+    :class:`ColumnParallelLinear`) and the full, replicated ``bias`` ``(out_features,)``.
+    Forward: split ``x``'s features unless ``input_is_parallel``; multiply; all-reduce the partial
+    products (or, with ``sequence_parallel``, reduce-scatter the sequence dim); add the bias once.
+
+    Args:
+        in_features, out_features: the sizes of the full layer.
+        bias: whether to add a bias.
+        input_is_parallel: ``x`` already holds this rank's input features (a column layer's
+            output with ``gather_output=False``).
+        init_type, stride, group, sequence_parallel, sequence_dim: as in
+            :class:`ColumnParallelLinear`.
+        lora_rank: add ``B @ A`` (A ``(r, in / tp)`` split like ``weight``, B ``(out, r)``
+            replicated and zero at start).
+
+    >>> import torch
+    >>> from topology_torch.ops import _SingleRank
+    >>> layer = RowParallelLinear(6, 4, group=_SingleRank())
+    >>> layer(torch.ones(2, 6)).shape, layer.master_bias.shape
+    (torch.Size([2, 4]), torch.Size([4]))
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        input_is_parallel: bool = False,
+        init_type: InitType = "xavier_normal",
+        stride: int = 1,
+        lora_rank: int | None = None,
+        group: Any = None,
+        *,
+        sequence_parallel: bool = False,
+        sequence_dim: int = 0,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        check_size("in_features", in_features)
+        check_size("out_features", out_features)
+        check_size("stride", stride)
+        check_init_type(init_type)
+        self.lora_rank = _check_lora(lora_rank)
+        if sequence_parallel and not input_is_parallel:
+            raise TopologyError(
+                "sequence_parallel=True needs input_is_parallel=True (the input is a column "
+                "layer's feature shard of the full sequence); pass input_is_parallel=True"
+            )
+        self.group = resolve_group(group)
+        self.tp = group_size(self.group)
+        self.tp_rank = group_rank(self.group)
+        self.in_features, self.out_features = in_features, out_features
+        self.input_is_parallel, self.stride = input_is_parallel, stride
+        self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
+        self.init_type = init_type
+        local_in = _divisible("in_features", in_features, self.tp, stride)
+        kw = {"device": device, "dtype": dtype}
+        self.weight = nn.Parameter(torch.empty(out_features, local_in, **kw))
+        self.bias = nn.Parameter(torch.empty(out_features, **kw)) if bias else None
+        initialize_model_parallel_affine_weight_(
+            self.weight, out_features, in_features, local_in, 1, init_type, stride, self.group
+        )
+        _init_bias(self.bias, out_features, 1, 0, 1, init_type)
+        self.lora_a: nn.Parameter | None = None
+        self.lora_b: nn.Parameter | None = None
+        if self.lora_rank is not None:
+            self.lora_a = _new_lora_a(
+                self.lora_rank, in_features, self.tp, self.tp_rank, stride, device, dtype
+            )
+            self.lora_b = nn.Parameter(torch.zeros(out_features, self.lora_rank, **kw))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the layer to ``x`` of shape ``(..., in_features)`` (``/ tp`` if parallel)."""
+        if self.tp == 1 and self.lora_a is None:
+            return F.linear(x, self.weight, self.bias)
+        if not self.input_is_parallel:
+            x = mp_scatter(to_rank_order(x, -1, self.tp, self.stride), -1, self.group)
+        y = F.linear(x, self.weight)
+        if self.lora_a is not None and self.lora_b is not None:
+            b = mp_copy(self.lora_b, group=self.group)
+            y = y + F.linear(F.linear(x, self.lora_a), b)
+        if self.sequence_parallel:
+            y = sp_scatter(y, self.sequence_dim, self.group)
+            if self.bias is not None:
+                # each rank sees a sequence shard: sum the bias gradient over the group
+                y = y + mp_copy(self.bias, group=self.group)
+            return y
+        y = mp_reduce(y, group=self.group)
+        return y if self.bias is None else y + self.bias
+
+    @property
+    def master_weight(self) -> torch.Tensor:
+        """The full ``(out_features, in_features)`` weight (a collective on ``group``)."""
+        return gather_master(self.weight, 1, self.stride, self.group)
+
+    @property
+    def master_bias(self) -> torch.Tensor | None:
+        """The full ``(out_features,)`` bias (replicated; no collective), or ``None``."""
+        return None if self.bias is None else self.bias.detach().clone()
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, tp={self.tp}, "
+            f"bias={self.bias is not None}, input_is_parallel={self.input_is_parallel}, "
+            f"stride={self.stride}, lora_rank={self.lora_rank}, "
+            f"sequence_parallel={self.sequence_parallel}"
+        )

@@ -1,0 +1,325 @@
+"""Autograd collectives for model (tensor) parallelism: each op pairs a forward with its adjoint.
+
+=================  ============================  ================================
+op                 forward                       backward
+=================  ============================  ================================
+``mp_copy``        identity                      all-reduce the gradient
+``mp_reduce``      all-reduce                    identity
+``mp_scatter``     keep this rank's slice        all-gather the gradient
+``mp_gather``      all-gather                    keep this rank's slice
+``sp_gather``      all-gather along ``dim``      reduce-scatter along ``dim``
+``sp_scatter``     reduce-scatter along ``dim``  all-gather along ``dim``
+=================  ============================  ================================
+
+Each is a pure identity (no collective, no copy) on a group of size 1. ``group=None`` means the
+``tp`` group of the default :func:`topology_torch.initialize`. Slices are contiguous: rank ``r``
+of a group of size ``n`` owns ``x.narrow(dim, r * N // n, N // n)``.
+
+>>> import torch
+>>> from topology_torch.ops import mp_copy
+>>> x = torch.ones(2, 3)
+>>> mp_copy(x, group=_SingleRank()) is x
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from topology import TopologyError
+
+__all__ = [
+    "group_rank",
+    "group_size",
+    "mp_copy",
+    "mp_gather",
+    "mp_reduce",
+    "mp_scatter",
+    "resolve_group",
+    "sp_gather",
+    "sp_scatter",
+]
+
+SUM = dist.ReduceOp.SUM
+
+
+class _SingleRank:
+    """A stand-in group of one rank (used by the doctests; real code passes torch groups)."""
+
+
+def resolve_group(group: Any = None) -> Any:
+    """Return ``group``, or the default's ``tp`` group when it is ``None``.
+
+    Raises:
+        TopologyError: ``group`` is ``None`` and :func:`topology_torch.initialize` has not run.
+    """
+    if group is not None:
+        return group
+    from topology_torch._default import current
+
+    return current().group("tp")
+
+
+def group_size(group: Any = None) -> int:
+    """The number of ranks in ``group`` (1 without an initialized ``torch.distributed``)."""
+    group = resolve_group(group)
+    if isinstance(group, _SingleRank) or not dist.is_initialized():
+        return 1
+    return int(dist.get_world_size(group))
+
+
+def group_rank(group: Any = None) -> int:
+    """This rank's position in ``group`` (0 without an initialized ``torch.distributed``)."""
+    group = resolve_group(group)
+    if isinstance(group, _SingleRank) or not dist.is_initialized():
+        return 0
+    return int(dist.get_rank(group))
+
+
+def _dim(x: torch.Tensor, dim: int, what: str) -> int:
+    if not -x.dim() <= dim < x.dim():
+        raise TopologyError(
+            f"dim({dim}) is out of range for a {x.dim()}-d tensor in {what}; "
+            f"pass a dim in [{-x.dim()}, {x.dim() - 1}]"
+        )
+    return dim % x.dim()
+
+
+def _check_divisible(x: torch.Tensor, dim: int, size: int, what: str) -> None:
+    if x.shape[dim] % size:
+        raise TopologyError(
+            f"{what} needs x.shape[{dim}]({x.shape[dim]}) divisible by the group size({size}), "
+            f"but {x.shape[dim]} % {size} = {x.shape[dim] % size}; pad dim {dim} to a multiple "
+            f"of {size}"
+        )
+
+
+def _all_reduce(x: torch.Tensor, op: Any, group: Any) -> torch.Tensor:
+    out = x.contiguous().clone()
+    dist.all_reduce(out, op=op, group=group)
+    return out
+
+
+def _all_gather(x: torch.Tensor, dim: int, size: int, group: Any) -> torch.Tensor:
+    """Concatenate every rank's ``x`` along ``dim`` (rank order)."""
+    moved = x.movedim(dim, 0).contiguous()
+    out = moved.new_empty((size * moved.shape[0], *moved.shape[1:]))
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(out, moved, group=group)
+    return out.movedim(0, dim)
+
+
+def _reduce_scatter(x: torch.Tensor, dim: int, size: int, op: Any, group: Any) -> torch.Tensor:
+    """Sum ``x`` over the group and keep this rank's slice along ``dim``."""
+    moved = x.movedim(dim, 0).contiguous()
+    out = moved.new_empty((moved.shape[0] // size, *moved.shape[1:]))
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    scatter(out, moved, op=op, group=group)
+    return out.movedim(0, dim)
+
+
+def _own_slice(x: torch.Tensor, dim: int, size: int, rank: int) -> torch.Tensor:
+    part = x.shape[dim] // size
+    return x.narrow(dim, rank * part, part).contiguous()
+
+
+def _apply(fn: type[torch.autograd.Function], *args: Any) -> torch.Tensor:
+    result: torch.Tensor = fn.apply(*args)  # type: ignore[no-untyped-call]
+    return result
+
+
+class _Copy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, op: Any, group: Any) -> torch.Tensor:
+        ctx.op, ctx.group = op, group
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return _all_reduce(grad, ctx.op, ctx.group), None, None
+
+
+class _Reduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, op: Any, group: Any) -> torch.Tensor:
+        return _all_reduce(x, op, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return grad, None, None
+
+
+class _Scatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, size: int, group: Any) -> torch.Tensor:
+        ctx.dim, ctx.size, ctx.group = dim, size, group
+        return _own_slice(x, dim, size, dist.get_rank(group))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        return _all_gather(grad, ctx.dim, ctx.size, ctx.group), None, None, None
+
+
+class _Gather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, size: int, group: Any) -> torch.Tensor:
+        ctx.dim, ctx.size, ctx.group = dim, size, group
+        return _all_gather(x, dim, size, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        rank = dist.get_rank(ctx.group)
+        return _own_slice(grad, ctx.dim, ctx.size, rank), None, None, None
+
+
+class _SequenceGather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, size: int, group: Any) -> torch.Tensor:
+        ctx.dim, ctx.size, ctx.group = dim, size, group
+        return _all_gather(x, dim, size, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        return _reduce_scatter(grad, ctx.dim, ctx.size, SUM, ctx.group), None, None, None
+
+
+class _SequenceScatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, size: int, group: Any) -> torch.Tensor:
+        ctx.dim, ctx.size, ctx.group = dim, size, group
+        return _reduce_scatter(x, dim, size, SUM, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        return _all_gather(grad, ctx.dim, ctx.size, ctx.group), None, None, None
+
+
+def mp_copy(x: torch.Tensor, op: Any = SUM, group: Any = None) -> torch.Tensor:
+    """Enter the model-parallel region: identity forward, all-reduce (``op``) of the gradient.
+
+    Args:
+        x: any tensor, replicated on the ranks of ``group``.
+        op: the reduction applied to the gradient.
+        group: the torch group; ``None`` means the default's ``tp`` group.
+
+    Returns:
+        ``x`` itself on a group of one rank, otherwise a view of ``x``.
+
+    >>> import torch
+    >>> mp_copy(torch.zeros(2), group=_SingleRank()).shape
+    torch.Size([2])
+    """
+    group = resolve_group(group)
+    if group_size(group) == 1:
+        return x
+    return _apply(_Copy, x, op, group)
+
+
+def mp_reduce(x: torch.Tensor, op: Any = SUM, group: Any = None) -> torch.Tensor:
+    """Leave the model-parallel region: all-reduce (``op``) forward, identity backward.
+
+    Args:
+        x: this rank's partial result.
+        op: the reduction applied in the forward pass.
+        group: the torch group; ``None`` means the default's ``tp`` group.
+
+    >>> import torch
+    >>> mp_reduce(torch.ones(2), group=_SingleRank()).tolist()
+    [1.0, 1.0]
+    """
+    group = resolve_group(group)
+    if group_size(group) == 1:
+        return x
+    return _apply(_Reduce, x, op, group)
+
+
+def mp_scatter(x: torch.Tensor, dim: int = -1, group: Any = None) -> torch.Tensor:
+    """Keep this rank's contiguous slice of ``x`` along ``dim``; all-gather the gradient.
+
+    Args:
+        x: a tensor replicated on the ranks of ``group``, shape ``(..., N, ...)``.
+        dim: the dim to split; ``N`` must be divisible by the group size ``n``.
+        group: the torch group; ``None`` means the default's ``tp`` group.
+
+    Returns:
+        Shape ``(..., N // n, ...)``.
+
+    Raises:
+        TopologyError: ``N`` is not divisible by ``n``, or ``dim`` is out of range.
+
+    >>> import torch
+    >>> mp_scatter(torch.ones(2, 4), dim=1, group=_SingleRank()).shape
+    torch.Size([2, 4])
+    """
+    group = resolve_group(group)
+    dim = _dim(x, dim, "mp_scatter")
+    size = group_size(group)
+    if size == 1:
+        return x
+    _check_divisible(x, dim, size, "mp_scatter")
+    return _apply(_Scatter, x, dim, size, group)
+
+
+def mp_gather(x: torch.Tensor, dim: int = -1, group: Any = None) -> torch.Tensor:
+    """Concatenate every rank's ``x`` along ``dim`` (rank order); keep own slice of the gradient.
+
+    Args:
+        x: this rank's slice, shape ``(..., N, ...)``, the same shape on every rank.
+        dim: the dim to concatenate.
+        group: the torch group; ``None`` means the default's ``tp`` group.
+
+    Returns:
+        Shape ``(..., N * n, ...)``.
+
+    >>> import torch
+    >>> mp_gather(torch.ones(2, 4), dim=0, group=_SingleRank()).shape
+    torch.Size([2, 4])
+    """
+    group = resolve_group(group)
+    dim = _dim(x, dim, "mp_gather")
+    size = group_size(group)
+    if size == 1:
+        return x
+    return _apply(_Gather, x, dim, size, group)
+
+
+def sp_gather(x: torch.Tensor, dim: int = 0, group: Any = None) -> torch.Tensor:
+    """Sequence parallelism: all-gather the sequence ``dim`` forward, reduce-scatter it backward.
+
+    Used before a column-parallel layer: every rank's gradient of the full sequence is partial,
+    so the backward sums them and hands each rank its own slice.
+
+    >>> import torch
+    >>> sp_gather(torch.ones(3, 2), group=_SingleRank()).shape
+    torch.Size([3, 2])
+    """
+    group = resolve_group(group)
+    dim = _dim(x, dim, "sp_gather")
+    size = group_size(group)
+    if size == 1:
+        return x
+    return _apply(_SequenceGather, x, dim, size, group)
+
+
+def sp_scatter(x: torch.Tensor, dim: int = 0, group: Any = None) -> torch.Tensor:
+    """Sequence parallelism: reduce-scatter the sequence ``dim`` forward, all-gather backward.
+
+    Used after a row-parallel layer: sums the partial results and keeps this rank's slice.
+
+    Raises:
+        TopologyError: ``x.shape[dim]`` is not divisible by the group size.
+
+    >>> import torch
+    >>> sp_scatter(torch.ones(4, 2), group=_SingleRank()).shape
+    torch.Size([4, 2])
+    """
+    group = resolve_group(group)
+    dim = _dim(x, dim, "sp_scatter")
+    size = group_size(group)
+    if size == 1:
+        return x
+    _check_divisible(x, dim, size, "sp_scatter")
+    return _apply(_SequenceScatter, x, dim, size, group)

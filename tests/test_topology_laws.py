@@ -1,0 +1,577 @@
+"""Laws of Topology, checked against a brute-force model of Megatron's layout written here.
+
+The reference model (independent of the code under test):
+
+* the order string is completed with the missing tokens in Megatron's order (tp, pp, dp, ep, cp);
+* the dense grid has sizes tp, cp, dp, pp (ep = 1), the expert grid etp, ep, edp, pp (cp = 1);
+  tokens are listed innermost first, so enumerating ``itertools.product`` over the reversed
+  order gives the ranks ``rank_offset, rank_offset + 1, ...`` in turn;
+* a group of a kind is the set of ranks sharing the coordinates of every token outside the kind,
+  in enumeration order; groups are listed by smallest rank;
+* where the expert grid would put pipeline stages on other ranks than the dense grid (possible
+  only without MoE folding; Megatron then refuses), the expert kinds take their dense meaning;
+* derived kinds follow Megatron's ``initialize_model_parallel`` loops (embedding ranks per pp
+  group, ``create_hierarchical_groups`` for hcp and partial expert-dp, consecutive slices for
+  intra-dp-cp, consecutive blocks of etp-ep-pp groups for intra-dist-opt).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable
+from math import prod
+from typing import Any
+
+import pytest
+from hypothesis import find, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from topology import Topology, TopologyError
+from topology.strategies import grids, ranks, topologies
+
+CHEAP = settings(max_examples=200)
+MEDIUM = settings(max_examples=100)
+
+Groups = list[tuple[int, ...]]
+
+DENSE_KINDS = {
+    "dp-cp": {"dp", "cp"},
+    "dp": {"dp"},
+    "cp": {"cp"},
+    "tp-pp": {"tp", "pp"},
+    "tp": {"tp"},
+    "pp": {"pp"},
+    "tp-dp-cp": {"tp", "dp", "cp"},
+    "tp-dp": {"tp", "dp"},
+    "tp-cp": {"tp", "cp"},
+}
+EXPERT_KINDS = {  # in the expert grid's token space: tp means etp, dp means edp
+    "ep": {"ep"},
+    "etp": {"tp"},
+    "etp-ep": {"tp", "ep"},
+    "etp-ep-pp": {"tp", "ep", "pp"},
+    "edp": {"dp"},
+}
+EXPERT_AS_DENSE = {
+    "ep": set(),
+    "etp": {"tp"},
+    "etp-ep": {"tp"},
+    "etp-ep-pp": {"tp", "pp"},
+    "edp": {"dp", "cp"},
+}
+GRID_KINDS = [*DENSE_KINDS, *EXPERT_KINDS]
+
+
+# -- the reference model --------------------------------------------------------------------------
+
+
+def completed_order(order: str) -> list[str]:
+    """Megatron's RankGenerator: missing tokens are appended in the order tp, pp, dp, ep, cp."""
+    tokens = order.split("-")
+    return tokens + [t for t in ("tp", "pp", "dp", "ep", "cp") if t not in tokens]
+
+
+def enumerate_coords(sizes: dict[str, int], order: list[str]) -> list[dict[str, int]]:
+    """The coordinates of rank ``offset + n`` at index n (the first token varies fastest)."""
+    outer_first = order[::-1]
+    cells = itertools.product(*(range(sizes[t]) for t in outer_first))
+    return [dict(zip(outer_first, cell, strict=True)) for cell in cells]
+
+
+def grid_groups(sizes: dict[str, int], order: list[str], offset: int, axes: set[str]) -> Groups:
+    """Ranks sharing every coordinate outside ``axes``, grouped and listed by smallest rank."""
+    buckets: dict[tuple[int, ...], list[int]] = {}
+    for n, coord in enumerate(enumerate_coords(sizes, order)):
+        key = tuple(coord[t] for t in order if t not in axes)
+        buckets.setdefault(key, []).append(offset + n)
+    return sorted((tuple(g) for g in buckets.values()), key=lambda g: g[0])
+
+
+def dense_sizes(topo: Topology) -> dict[str, int]:
+    """Sizes of the dense grid by order token."""
+    return {"tp": topo.tp, "cp": topo.cp, "ep": 1, "dp": topo.dp or 0, "pp": topo.pp}
+
+
+def expert_sizes(topo: Topology) -> dict[str, int]:
+    """Sizes of the expert grid by order token (tp is etp, dp is edp)."""
+    etp = topo.etp or topo.tp
+    edp = topo.world_size // (etp * topo.ep * topo.pp)
+    return {"tp": etp, "cp": 1, "ep": topo.ep, "dp": edp, "pp": topo.pp}
+
+
+def reference_grid_groups(topo: Topology, kind: str) -> Groups:
+    """The brute-force groups of a grid kind."""
+    order = completed_order(topo.order)
+    offset = topo.rank_offset
+    if kind in DENSE_KINDS:
+        return grid_groups(dense_sizes(topo), order, offset, DENSE_KINDS[kind])
+    dense_pp = grid_groups(dense_sizes(topo), order, offset, {"pp"})
+    expert_pp = grid_groups(expert_sizes(topo), order, offset, {"pp"})
+    if dense_pp != expert_pp:
+        return grid_groups(dense_sizes(topo), order, offset, EXPERT_AS_DENSE[kind])
+    return grid_groups(expert_sizes(topo), order, offset, EXPERT_KINDS[kind])
+
+
+def hierarchical_levels(ranks: tuple[int, ...], sizes: tuple[int, ...]) -> list[Groups]:
+    """Megatron's ``create_hierarchical_groups``: rearrange '(l s u) -> (l u) s' per level."""
+    levels = []
+    for level, s in enumerate(sizes):
+        u = prod(sizes[:level])
+        ell = prod(sizes[level + 1 :])
+        groups = [
+            tuple(ranks[li * s * u + si * u + ui] for si in range(s))
+            for li in range(ell)
+            for ui in range(u)
+        ]
+        levels.append(groups)
+    return levels
+
+
+def reference_derived_groups(topo: Topology, kind: str) -> Groups:
+    """The derived kinds, by Megatron's loops over the grid groups."""
+    pp = topo.pp
+    if kind in ("embedding", "position-embedding"):
+        stages = topo.embedding_stages if kind == "embedding" else topo.position_embedding_stages
+        chosen = sorted({s % pp for s in stages})
+        return [tuple(g[s] for s in chosen) for g in reference_grid_groups(topo, "pp")]
+    n = topo.dist_opt_instances
+    if kind.startswith("hcp-"):
+        level = int(kind[4:])
+        sizes = topo.hcp_sizes or ()
+        return [
+            g
+            for cp_group in reference_grid_groups(topo, "cp")
+            for g in hierarchical_levels(cp_group, sizes)[level]
+        ]
+    if kind == "intra-dp-cp":
+        width = topo.dp * topo.cp // n  # type: ignore[operator]
+        return [
+            g[i * width : (i + 1) * width]
+            for g in reference_grid_groups(topo, "dp-cp")
+            for i in range(n)
+        ]
+    edp = expert_sizes(topo)["dp"]
+    if kind in ("intra-edp", "inter-edp"):
+        level = 0 if kind == "intra-edp" else 1
+        return [
+            g
+            for edp_group in reference_grid_groups(topo, "edp")
+            for g in hierarchical_levels(edp_group, (edp // n, n))[level]
+        ]
+    assert kind == "intra-dist-opt"
+    blocks: Groups = []
+    pending: list[int] = []
+    for count, group in enumerate(reference_grid_groups(topo, "etp-ep-pp"), start=1):
+        pending.extend(group)
+        if count % (edp // n) == 0:
+            blocks.append(tuple(sorted(pending)))
+            pending = []
+    return blocks
+
+
+def expected_kinds(topo: Topology) -> list[str]:
+    """Megatron's creation order of the kinds this topology defines."""
+    many = topo.dist_opt_instances > 1
+    levels = [f"hcp-{k}" for k in range(len(topo.hcp_sizes or ()))]
+    return [
+        "dp-cp",
+        *(["intra-dp-cp"] if many else []),
+        "dp",
+        "cp",
+        *levels,
+        "tp-pp",
+        "tp",
+        "pp",
+        "embedding",
+        "position-embedding",
+        "tp-dp-cp",
+        "tp-dp",
+        "tp-cp",
+        "ep",
+        "etp",
+        "etp-ep",
+        "etp-ep-pp",
+        "edp",
+        *(["intra-edp", "inter-edp", "intra-dist-opt"] if many else []),
+    ]
+
+
+def all_ranks(topo: Topology) -> range:
+    """Every rank of the layout."""
+    return range(topo.rank_offset, topo.rank_offset + topo.world_size)
+
+
+def is_partition(groups: Iterable[tuple[int, ...]], ranks: Iterable[int]) -> bool:
+    """True if ``groups`` are disjoint and together hold exactly ``ranks``."""
+    flat = [r for g in groups for r in g]
+    return sorted(flat) == sorted(ranks)
+
+
+@st.composite
+def topology_and_rank(draw: st.DrawFn) -> tuple[Topology, int]:
+    """A topology and one of its ranks."""
+    topo = draw(topologies())
+    return topo, draw(ranks(topo))
+
+
+# -- differential laws --------------------------------------------------------------------------
+
+
+@CHEAP
+@given(topologies())
+def test_grid_kinds_match_brute_force(topo: Topology) -> None:
+    """Every grid kind's groups equal the brute-force grouping, in the same order."""
+    for kind in GRID_KINDS:
+        assert list(topo.groups(kind)) == reference_grid_groups(topo, kind), kind
+
+
+@CHEAP
+@given(topologies(kinds=["hcp-0", "intra-dist-opt"]))
+def test_derived_kinds_match_reference_with_instances(topo: Topology) -> None:
+    """Embedding, hcp and dist-opt kinds equal Megatron's loops (intra-dist-opt sorted)."""
+    derived = [k for k in topo.kinds if k not in GRID_KINDS]
+    assert "hcp-0" in derived and "intra-dist-opt" in derived
+    for kind in derived:
+        assert list(topo.groups(kind)) == reference_derived_groups(topo, kind), kind
+
+
+@CHEAP
+@given(topologies())
+def test_derived_kinds_match_reference(topo: Topology) -> None:
+    """Derived kinds of any topology equal the reference."""
+    for kind in topo.kinds:
+        if kind not in GRID_KINDS:
+            assert list(topo.groups(kind)) == reference_derived_groups(topo, kind), kind
+
+
+@CHEAP
+@given(topologies())
+def test_kinds_are_megatron_creation_order(topo: Topology) -> None:
+    """kinds lists exactly the defined kinds in Megatron's creation order."""
+    assert list(topo.kinds) == expected_kinds(topo)
+
+
+# -- structural laws ----------------------------------------------------------------------------
+
+
+@CHEAP
+@given(topologies())
+def test_grid_kinds_partition_the_ranks(topo: Topology) -> None:
+    """Each grid kind's groups partition the ranks into groups of size(kind) ranks."""
+    for kind in GRID_KINDS:
+        groups = list(topo.groups(kind))
+        assert is_partition(groups, all_ranks(topo)), kind
+        assert {len(g) for g in groups} == {topo.size(kind)}, kind
+
+
+@CHEAP
+@given(topologies())
+def test_group_sizes_are_products_of_axis_sizes(topo: Topology) -> None:
+    """size(kind) is the product of the sizes of the kind's axes."""
+    dense = dense_sizes(topo)
+    expert = expert_sizes(topo)
+    for kind, axes in DENSE_KINDS.items():
+        assert topo.size(kind) == prod(dense[a] for a in axes), kind
+    if topo.expert is not None:
+        for kind, axes in EXPERT_KINDS.items():
+            assert topo.size(kind) == prod(expert[a] for a in axes), kind
+
+
+@CHEAP
+@given(topologies())
+def test_grid_groups_ascend_and_are_ordered(topo: Topology) -> None:
+    """Grid kinds: every group ascends, groups are ordered by their smallest rank."""
+    for kind in GRID_KINDS:
+        groups = list(topo.groups(kind))
+        assert all(list(g) == sorted(g) for g in groups), kind
+        assert [g[0] for g in groups] == sorted(g[0] for g in groups), kind
+
+
+@MEDIUM
+@given(topologies())
+def test_indexing_matches_iteration_for_every_kind(topo: Topology) -> None:
+    """groups(kind)[i] is the i-th iterated group and len matches, for every kind."""
+    for kind in topo.kinds:
+        lazy = topo.groups(kind)
+        listed = list(lazy)
+        assert len(lazy) == len(listed), kind
+        assert [lazy[i] for i in range(len(lazy))] == listed, kind
+
+
+@CHEAP
+@given(topology_and_rank())
+def test_group_of_is_a_group_that_holds_the_rank(case: tuple[Topology, int]) -> None:
+    """group_of(r, k) is in groups(k), holds r at local_rank, at index group_index."""
+    topo, rank = case
+    for kind in topo.kinds:
+        if not topo.has_group(rank, kind):
+            assert kind in ("embedding", "position-embedding")
+            with pytest.raises(TopologyError, match=f"rank {rank} belongs to no {kind} group"):
+                topo.group_of(rank, kind)
+            continue
+        group = topo.group_of(rank, kind)
+        assert group in list(topo.groups(kind)), kind
+        assert group[topo.local_rank(rank, kind)] == rank, kind
+        assert topo.groups(kind)[topo.group_index(rank, kind)] == group, kind
+
+
+@CHEAP
+@given(topology_and_rank())
+def test_position_in_group_is_the_coordinate(case: tuple[Topology, int]) -> None:
+    """A rank's position in a dense group is its mixed-radix coordinate over the kind's axes."""
+    topo, rank = case
+    order = completed_order(topo.order)
+    sizes = dense_sizes(topo)
+    coord = enumerate_coords(sizes, order)[rank - topo.rank_offset]
+    for kind, axes in DENSE_KINDS.items():
+        position, scale = 0, 1
+        for token in order:
+            if token in axes:
+                position += coord[token] * scale
+                scale *= sizes[token]
+        assert topo.local_rank(rank, kind) == position, kind
+
+
+@CHEAP
+@given(topology_and_rank())
+def test_rank_info_agrees_with_group_of(case: tuple[Topology, int]) -> None:
+    """rank_info(r) shows every kind's group (None where absent) and the pipeline view."""
+    topo, rank = case
+    info = topo.rank_info(rank)
+    for kind in topo.kinds:
+        expected = topo.group_of(rank, kind) if topo.has_group(rank, kind) else None
+        assert info.group(kind) == expected, kind
+    assert info.pipeline == topo.pipeline(rank)
+    json.dumps(info.to_dict())
+
+
+@CHEAP
+@given(topologies())
+def test_embedding_ranks_lie_in_their_pp_group(topo: Topology) -> None:
+    """Each embedding / position-embedding group is a subset of one pp group, at its stages."""
+    pp_groups = list(topo.groups("pp"))
+    for kind in ("embedding", "position-embedding"):
+        groups = list(topo.groups(kind))
+        assert len(groups) == len(pp_groups)
+        for group, pipe in zip(groups, pp_groups, strict=True):
+            assert set(group) <= set(pipe)
+            for rank in group:
+                assert topo.group_of(rank, "pp") == pipe
+
+
+@CHEAP
+@given(topology_and_rank())
+def test_pipeline_next_and_prev_are_inverse(case: tuple[Topology, int]) -> None:
+    """prev(next(r)) == r == next(prev(r)), both in r's pp group, one stage apart (wrapping)."""
+    topo, rank = case
+    view = topo.pipeline(rank)
+    assert topo.pipeline(view.next).prev == rank
+    assert topo.pipeline(view.prev).next == rank
+    pipe = topo.group_of(rank, "pp")
+    assert view.ranks == pipe and view.num_stages == topo.pp
+    assert view.stage == pipe.index(rank) == topo.stage(rank)
+    assert topo.stage(view.next) == (view.stage + 1) % topo.pp
+    assert (view.first, view.last) == (pipe[0], pipe[-1])
+    assert view.is_first == (view.stage == 0) == topo.is_first_stage(rank)
+    assert view.is_last == (view.stage == topo.pp - 1) == topo.is_last_stage(rank)
+
+
+@CHEAP
+@given(topologies())
+def test_expert_and_dense_pp_groups_coincide(topo: Topology) -> None:
+    """Both grids put the same ranks in each pipeline; etp-ep-pp groups are unions of them."""
+    if topo.expert is not None:
+        assert list(topo.expert.groups("pp")) == list(topo.dense.groups("pp"))
+    pp_groups = {frozenset(g) for g in topo.groups("pp")}
+    for group in topo.groups("etp-ep-pp"):
+        assert is_partition([g for g in topo.groups("pp") if set(g) <= set(group)], group)
+    assert len(pp_groups) == len(topo.groups("pp"))
+
+
+@CHEAP
+@given(topologies())
+def test_json_round_trip_is_identity(topo: Topology) -> None:
+    """from_dict(json(to_dict())) gives an equal, equally-hashed topology with the same groups."""
+    again = Topology.from_dict(json.loads(json.dumps(topo.to_dict())))
+    assert again == topo and hash(again) == hash(topo)
+    assert again.to_dict() == topo.to_dict()
+    for kind in topo.kinds:
+        assert list(again.groups(kind)) == list(topo.groups(kind))
+
+
+@CHEAP
+@given(topologies(kinds=["hcp-0"]))
+def test_hierarchical_levels_partition_each_cp_group(topo: Topology) -> None:
+    """Each hcp level's groups partition every cp group into groups of that level's size."""
+    sizes = topo.hcp_sizes or ()
+    assert prod(sizes) == topo.cp
+    for level, size in enumerate(sizes):
+        groups = list(topo.groups(f"hcp-{level}"))
+        for cp_group in topo.groups("cp"):
+            inside = [g for g in groups if set(g) <= set(cp_group)]
+            assert is_partition(inside, cp_group)
+            assert all(len(g) == size for g in inside)
+        assert is_partition(groups, all_ranks(topo))
+
+
+@CHEAP
+@given(topologies(kinds=["intra-dist-opt"]))
+def test_dist_opt_kinds_partition_their_parents(topo: Topology) -> None:
+    """intra-dp-cp splits dp-cp, intra-/inter-edp split edp, intra-dist-opt splits the world."""
+    n = topo.dist_opt_instances
+    parents = {"intra-dp-cp": "dp-cp", "intra-edp": "edp", "inter-edp": "edp"}
+    for kind, parent in parents.items():
+        groups = list(topo.groups(kind))
+        for big in topo.groups(parent):
+            inside = [g for g in groups if set(g) <= set(big)]
+            assert is_partition(inside, big), kind
+        assert is_partition(groups, all_ranks(topo)), kind
+    for intra in topo.groups("intra-edp"):
+        for inter in topo.groups("inter-edp"):
+            assert len(set(intra) & set(inter)) <= 1
+    blocks = list(topo.groups("intra-dist-opt"))
+    assert len(blocks) == n and is_partition(blocks, all_ranks(topo))
+    for group in topo.groups("etp-ep-pp"):
+        assert any(set(group) <= set(block) for block in blocks)
+
+
+@CHEAP
+@given(topologies(), st.integers(1, 4))
+def test_virtual_layers_cover_the_model_once(topo: Topology, per_chunk: int) -> None:
+    """layers() over all stages and chunks covers range(num_layers) once; chunk v of p is v*pp+p."""
+    chunks = topo.vpp or 1
+    num_layers = topo.pp * chunks * per_chunk
+    held = [topo.layers(p, num_layers) for p in range(topo.pp)]
+    assert sorted(x for stage in held for chunk in stage for x in chunk) == list(range(num_layers))
+    for p, stage in enumerate(held):
+        assert len(stage) == chunks
+        for v, chunk in enumerate(stage):
+            start = (v * topo.pp + p) * per_chunk
+            assert chunk == tuple(range(start, start + per_chunk))
+
+
+@CHEAP
+@given(topology_and_rank())
+def test_virtual_first_and_last_stage(case: tuple[Topology, int]) -> None:
+    """With vpp, only chunk 0 of stage 0 is first and chunk vpp-1 of the last stage is last."""
+    topo, rank = case
+    chunks = topo.vpp or 1
+    stage = topo.stage(rank)
+    for v in range(chunks):
+        assert topo.is_first_stage(rank, vp_stage=v) == (stage == 0 and v == 0)
+        assert topo.is_last_stage(rank, vp_stage=v) == (stage == topo.pp - 1 and v == chunks - 1)
+
+
+@CHEAP
+@given(topologies())
+def test_megatron_aliases_name_the_same_groups(topo: Topology) -> None:
+    """Megatron's short names (mp, dp_cp, expt_dp, ...) give the same groups as ours."""
+    aliases = {
+        "mp": "tp-pp",
+        "dp_cp": "dp-cp",
+        "tp_dp_cp": "tp-dp-cp",
+        "tp_cp": "tp-cp",
+        "expt_tp": "etp",
+        "expt_dp": "edp",
+        "tp_ep": "etp-ep",
+        "tp_ep_pp": "etp-ep-pp",
+        "embd": "embedding",
+        "pos_embd": "position-embedding",
+        "cp-dp": "dp-cp",
+    }
+    for alias, kind in aliases.items():
+        assert list(topo.groups(alias)) == list(topo.groups(kind)), alias
+
+
+@CHEAP
+@given(topologies())
+def test_text_forms_stay_short(topo: Topology) -> None:
+    """str is a one-liner and repr never dumps rank lists."""
+    assert "\n" not in str(topo)
+    assert len(repr(topo)) < 300 and len(str(topo)) < 200
+    assert eval(repr(topo), {"Topology": Topology}) == topo
+
+
+@settings(max_examples=30)
+@given(topologies(max_world_size=1024, max_size=32))
+def test_large_worlds_stay_lazy(topo: Topology) -> None:
+    """len, [0], [-1] and group_of answer without enumerating a large world."""
+    for kind in topo.kinds:
+        lazy = topo.groups(kind)
+        assert len(lazy) * topo.size(kind) <= topo.world_size, kind
+        last = lazy[-1]
+        assert last == lazy[len(lazy) - 1]
+        if topo.has_group(last[0], kind):
+            assert topo.group_of(last[0], kind) == last
+
+
+# -- examples -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given_order", "completed"),
+    [
+        ("tp-dp", "tp-dp-pp-ep-cp"),
+        ("dp", "dp-tp-pp-ep-cp"),
+        ("pp-cp", "pp-cp-tp-dp-ep"),
+        ("tp-pp-dp", "tp-pp-dp-ep-cp"),
+        ("cp", "cp-tp-pp-dp-ep"),
+        ("ep-tp", "ep-tp-pp-dp-cp"),
+    ],
+)
+def test_order_is_completed_as_megatron_does(given_order: str, completed: str) -> None:
+    """Missing tokens are appended in RankGenerator's order: tp, pp, dp, ep, cp."""
+    assert Topology(1, order=given_order).order == completed
+
+
+@CHEAP
+@given(topologies())
+def test_normalised_order_names_every_token_once(topo: Topology) -> None:
+    """The stored order is a permutation of the five tokens."""
+    assert sorted(topo.order.split("-")) == sorted(["tp", "cp", "ep", "dp", "pp"])
+
+
+# -- the strategies themselves --------------------------------------------------------------------
+
+
+def test_topologies_shrink_to_the_simplest_layout() -> None:
+    """The minimal topology is one rank, sizes 1, Megatron's default order, no options."""
+    assert find(topologies(), lambda topo: True) == Topology(1)
+
+
+def test_topologies_shrink_toward_small_worlds() -> None:
+    """The minimal MoE topology with ep > 1 is the smallest one: two ranks, ep = 2."""
+    topo = find(topologies(), lambda t: t.ep > 1)
+    assert (topo.world_size, topo.ep, topo.order) == (2, 2, "tp-cp-ep-dp-pp")
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        topologies(max_world_size=0),
+        topologies(kinds=["xp"]),
+        topologies(kinds=["hcp-5"], max_hcp_levels=2),
+        topologies(moe="yes"),  # type: ignore[arg-type]
+        topologies(max_size=0),
+        topologies(kinds=["intra-dist-opt"], max_world_size=1),
+        grids(max_axes=9),
+        grids(min_axes=0),
+        grids(max_axes=2, min_axes=3),
+        grids(axis_names=["tp", "tp"]),
+        ranks("not a topology"),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_strategy_arguments_raise_invalid_argument(strategy: st.SearchStrategy[Any]) -> None:
+    """Bad bounds raise InvalidArgument when drawn (not when the strategy is built)."""
+    with pytest.raises(InvalidArgument):
+        find(strategy, lambda value: True)
+
+
+@settings(max_examples=50)
+@given(topologies(moe=False, max_world_size=8, max_rank_offset=0))
+def test_topologies_respect_their_bounds(topo: Topology) -> None:
+    """moe=False keeps ep = 1 and etp = tp; the world and offset stay within bounds."""
+    assert topo.ep == 1 and topo.etp == topo.tp
+    assert topo.world_size <= 8 and topo.rank_offset == 0
