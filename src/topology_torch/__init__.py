@@ -1,0 +1,37 @@
+"""torch.distributed process groups and model-parallel layers for a :class:`topology.Topology`.
+
+``ProcessGroups.create(topology)`` turns the core's groups into torch groups (deduplicated,
+singletons free); ``initialize``/``current`` hold the one default that library code falls back to;
+``topology_torch.ops`` and ``topology_torch.layers`` hold the model-parallel building blocks;
+``topology_torch.compat`` the Megatron, ezpz and ml-starter façades.
+"""
+
+from . import ops
+from ._default import current, destroy, initialize, is_initialized
+from ._process_groups import ProcessGroups
+from .layers import (
+    ColumnParallelLinear,
+    ParallelEmbedding,
+    RowParallelLinear,
+    VocabParallelEmbedding,
+    initialize_model_parallel_affine_weight_,
+)
+from .ops import mp_copy, mp_gather, mp_reduce, mp_scatter
+
+__all__ = [
+    "ColumnParallelLinear",
+    "ParallelEmbedding",
+    "ProcessGroups",
+    "RowParallelLinear",
+    "VocabParallelEmbedding",
+    "current",
+    "destroy",
+    "initialize",
+    "initialize_model_parallel_affine_weight_",
+    "is_initialized",
+    "mp_copy",
+    "mp_gather",
+    "mp_reduce",
+    "mp_scatter",
+    "ops",
+]

@@ -1,0 +1,241 @@
+"""Which communicators a topology needs, deduplicated, in one global order (private, no torch).
+
+A *channel* is one ``(kind, gloo)`` pair: the main group of a kind, or its gloo companion. A
+communicator is keyed by ``(ranks, backend, timeout)``: two channels whose groups have the same
+ranks, backend and timeout share one communicator. Singleton groups and groups equal to the whole
+default group need no collective and are planned apart.
+
+>>> from topology import Topology
+>>> settings = Settings.build(Topology(8, tp=2, pp=2), world_size=8, default_backend="gloo")
+>>> [(c.kind, action) for c, _, action in local_plan(settings, 0)][:5]
+[('dp-cp', 'new'), ('dp-cp', 'same'), ('dp', 'same'), ('cp', 'single'), ('tp-pp', 'new')]
+>>> len(list(global_plan(settings)))
+16
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import timedelta
+from typing import Literal, cast
+
+import attrs
+
+from topology import Topology, TopologyError
+from topology._kinds import canonical_kind
+
+__all__ = ["Channel", "Settings", "global_plan", "kind_plan", "local_plan"]
+
+Action = Literal["new", "same", "single", "world", "absent"]
+Key = tuple[tuple[int, ...], str | None, timedelta | None]
+
+
+@attrs.frozen
+class Channel:
+    """One group a caller can ask for: the ``kind``'s main group, or (``gloo``) its companion."""
+
+    kind: str
+    gloo: bool
+    backend: str | None  # None: the default group's backend
+    timeout: timedelta | None  # None: torch's default for the backend
+
+
+def _kind_names(topology: Topology, names: Iterable[str], argument: str) -> tuple[str, ...]:
+    if isinstance(names, str):
+        raise TopologyError(
+            f"{argument} must be a sequence of kinds, got the string {names!r}; "
+            f"write {argument}=({names!r},)"
+        )
+    chosen: list[str] = []
+    for name in names:
+        if not isinstance(name, str) or canonical_kind(name) not in topology.kinds:
+            raise TopologyError(
+                f"{argument} names unknown kind {name!r}; valid kinds: {', '.join(topology.kinds)}"
+            )
+        if canonical_kind(name) not in chosen:
+            chosen.append(canonical_kind(name))
+    return tuple(k for k in topology.kinds if k in chosen)
+
+
+def _per_kind(topology: Topology, value: object, argument: str) -> tuple[object, dict[str, object]]:
+    """Split ``value`` (one setting or a ``{kind: setting}`` mapping) into (default, overrides)."""
+    if isinstance(value, Mapping):
+        overrides = {}
+        for name, setting in value.items():
+            (kind,) = _kind_names(topology, (name,), argument)
+            overrides[kind] = setting
+        return None, overrides
+    return value, {}
+
+
+@attrs.frozen
+class Settings:
+    """Everything that decides which communicators exist; equal on every rank (SPMD)."""
+
+    topology: Topology
+    world_size: int  # of the default group
+    default_backend: str
+    channels: tuple[Channel, ...]
+
+    @classmethod
+    def build(
+        cls,
+        topology: Topology,
+        *,
+        world_size: int,
+        default_backend: str,
+        kinds: Iterable[str] | None = None,
+        backend: str | None = None,
+        backends: Mapping[str, str | None] | None = None,
+        timeout: timedelta | Mapping[str, timedelta] | None = None,
+        gloo: Iterable[str] = ("dp-cp",),
+    ) -> Settings:
+        """Validate the arguments of ``ProcessGroups.create`` and list the channels in order."""
+        if not isinstance(topology, Topology):
+            raise TopologyError(
+                f"topology must be a topology.Topology, got {type(topology).__name__}; "
+                "build one with Topology(world_size, tp=..., pp=...)"
+            )
+        last = topology.rank_offset + topology.world_size
+        if last > world_size:
+            raise TopologyError(
+                f"topology ranks {topology.rank_offset}..{last - 1} do not fit the default group "
+                f"of {world_size} ranks; use a topology of at most {world_size} ranks"
+            )
+        chosen = topology.kinds if kinds is None else _kind_names(topology, kinds, "kinds")
+        companions = _kind_names(topology, gloo or (), "gloo")
+        overrides: Mapping[str, object] = {}
+        if backends is not None:
+            if not isinstance(backends, Mapping):
+                raise TopologyError(
+                    f"backends must map kinds to backend names, got {backends!r}; "
+                    "e.g. backends={'pp': 'gloo'}"
+                )
+            overrides = _per_kind(topology, backends, "backends")[1]
+        default_timeout, timeouts = _per_kind(topology, timeout, "timeout")
+        for value in (default_timeout, *timeouts.values()):
+            if value is not None and not isinstance(value, timedelta):
+                raise TopologyError(
+                    f"timeout must be a datetime.timedelta (or a mapping of kinds to one), "
+                    f"got {value!r}; e.g. timeout=timedelta(minutes=10)"
+                )
+
+        def normal(name: object) -> str | None:
+            if name is None:
+                return None
+            if not isinstance(name, str):
+                raise TopologyError(f"a backend must be a string like 'gloo', got {name!r}")
+            # under the fake backend (creation benchmarks) every group is a fake group
+            if default_backend == "fake" or name.lower() == default_backend.lower():
+                return None
+            return name.lower()
+
+        channels: list[Channel] = []
+        for kind in chosen:
+            wait = cast("timedelta | None", timeouts.get(kind, default_timeout))
+            main = normal(overrides.get(kind, backend))
+            channels.append(Channel(kind, False, main, wait))
+            if kind in companions:
+                channels.append(Channel(kind, True, normal("gloo"), wait))
+        return cls(topology, world_size, default_backend, tuple(channels))
+
+    def classify(self, ranks: tuple[int, ...], channel: Channel) -> Action | None:
+        """``single`` / ``world`` when no new communicator can be needed, else None."""
+        if len(ranks) == 1:
+            return "single"
+        if (
+            channel.backend is None
+            and channel.timeout is None
+            and len(ranks) == self.world_size
+            and ranks[0] == 0
+        ):
+            return "world"
+        return None
+
+
+def key_of(ranks: tuple[int, ...], channel: Channel) -> Key:
+    """The identity of a communicator: ranks, backend and timeout."""
+    return (ranks, channel.backend, channel.timeout)
+
+
+def local_plan(
+    settings: Settings, rank: int
+) -> list[tuple[Channel, tuple[int, ...] | None, Action]]:
+    """Per channel, the group holding ``rank`` and what to do: new, same (reuse), single, world.
+
+    Cost: O(#channels * group size), independent of the world size.
+    """
+    topology = settings.topology
+    inside = topology.rank_offset <= rank < topology.rank_offset + topology.world_size
+    seen: set[Key] = set()
+    plan: list[tuple[Channel, tuple[int, ...] | None, Action]] = []
+    for channel in settings.channels:
+        if not inside or not topology.has_group(rank, channel.kind):
+            plan.append((channel, None, "absent"))
+            continue
+        ranks = topology.group_of(rank, channel.kind)
+        action = settings.classify(ranks, channel)
+        if action is None:
+            key = key_of(ranks, channel)
+            action = "same" if key in seen else "new"
+            seen.add(key)
+        plan.append((channel, ranks, action))
+    return plan
+
+
+def global_plan(settings: Settings) -> Iterator[tuple[Channel, tuple[int, ...]]]:
+    """Every distinct communicator to create, in one global order (kinds order, then groups).
+
+    A group is a duplicate when an earlier channel with the same backend and timeout holds the
+    same ranks; that is checked with ``group_of`` on the earlier kinds (O(kinds * group size) per
+    group), so nothing of size O(world) is stored.
+    """
+    topology = settings.topology
+    done: list[Channel] = []
+    for channel in settings.channels:
+        earlier = [
+            c
+            for c in done
+            if (c.backend, c.timeout) == (channel.backend, channel.timeout)
+            and topology.size(c.kind) == topology.size(channel.kind)
+        ]
+        for ranks in topology.groups(channel.kind):
+            if settings.classify(ranks, channel) is not None:
+                continue
+            if any(
+                topology.has_group(ranks[0], c.kind)
+                and topology.group_of(ranks[0], c.kind) == ranks
+                for c in earlier
+            ):
+                continue
+            yield channel, ranks
+        done.append(channel)
+
+
+def kind_plan(settings: Settings) -> list[tuple[Channel, Action | Channel]]:
+    """Per channel, for one collective call per kind (``split``): its action or the earlier
+    channel whose groups are all identical (that channel's communicator is reused).
+    """
+    topology = settings.topology
+    plan: list[tuple[Channel, Action | Channel]] = []
+    for channel in settings.channels:
+        groups = topology.groups(channel.kind)
+        first = settings.classify(groups[0], channel)
+        if first is not None:
+            plan.append((channel, first))
+            continue
+        twin: Action | Channel = "new"
+        for earlier, action in plan:
+            if action != "new" or (earlier.backend, earlier.timeout) != (
+                channel.backend,
+                channel.timeout,
+            ):
+                continue
+            other = topology.groups(earlier.kind)
+            if len(other) == len(groups) and all(
+                a == b for a, b in zip(other, groups, strict=True)
+            ):
+                twin = earlier
+                break
+        plan.append((channel, twin))
+    return plan

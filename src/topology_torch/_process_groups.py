@@ -1,0 +1,317 @@
+"""ProcessGroups: a Topology's groups as torch.distributed process groups."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import torch.distributed as dist
+
+from topology import Topology, TopologyError
+from topology._kinds import canonical_kind
+
+from ._agreement import check_agreement, fingerprint
+from ._plan import Channel, Settings, key_of, local_plan
+from ._strategies import Registry, create_all, create_local, create_split, resolve_strategy
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+__all__ = ["ProcessGroups"]
+
+_generation = 0  # how many times this process ran ProcessGroups.create (checked across ranks)
+_SINGLE = object()  # a singleton group, made on first use without any collective
+
+
+class ProcessGroups:
+    """The torch process groups of one :class:`~topology.Topology`, as seen by this rank.
+
+    Build it with :meth:`create`. Identical rank sets share one communicator (with cp=1 the
+    ``dp-cp`` group *is* the ``dp`` group), a group equal to the whole default group is the
+    default group, and a singleton group costs no collective: it is made on first use, by this
+    rank alone (``new_group([rank], use_local_synchronization=True)``), and then serves every
+    kind whose group is just this rank.
+
+    >>> import torch.distributed as dist  # doctest: +SKIP
+    >>> groups = ProcessGroups.create(Topology(dist.get_world_size(), tp=2))  # doctest: +SKIP
+    >>> dist.all_reduce(x, group=groups.group("tp"))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        strategy: str,
+        rank: int,
+        slots: dict[Channel, Any],
+        registry: Registry,
+    ) -> None:
+        self._settings = settings
+        self._strategy = strategy
+        self._rank = rank
+        self._slots = slots
+        self._registry = registry
+        self._channels = {(c.kind, c.gloo): c for c in settings.channels}
+        self._destroyed = False
+
+    # -- creation ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        topology: Topology,
+        *,
+        kinds: Iterable[str] | None = None,
+        backend: str | None = None,
+        backends: Mapping[str, str | None] | None = None,
+        timeout: timedelta | Mapping[str, timedelta] | None = None,
+        gloo: Iterable[str] = ("dp-cp",),
+        strategy: str = "auto",
+    ) -> ProcessGroups:
+        """Create the torch groups of ``topology`` that this rank belongs to.
+
+        SPMD contract: call on every rank of the (initialised) default group, with equal
+        arguments, in the same order as every other creation of process groups. A fingerprint of
+        the arguments is all-gathered first, so ranks that disagree raise ``TopologyError``
+        naming them instead of hanging.
+
+        Args:
+            topology: the layout; its ranks are global ranks of the default group.
+            kinds: the kinds to create (default: all of ``topology.kinds``; Megatron names work).
+            backend: backend of every group (default: the default group's).
+            backends: per-kind backends, e.g. ``{"pp": "gloo"}``.
+            timeout: one ``timedelta`` or a ``{kind: timedelta}`` mapping.
+            gloo: kinds that also get a gloo companion group (Megatron's distributed optimizer
+                wants one for ``dp-cp``); a gloo group is its own companion.
+            strategy: ``"local"``: each rank calls ``new_group(use_local_synchronization=True)``
+                once per distinct group it belongs to (calls do not grow with the world);
+                ``"all"``: every rank calls ``new_group`` for every distinct group in one global
+                order (Megatron's way, O(world) calls); ``"split"``: one ``split_group`` per
+                kind (NCCL with a bound device); ``"auto"``: split where possible, else local.
+
+        Raises:
+            TopologyError: a bad argument, a strategy this default group cannot run, or ranks
+                that called ``create`` differently.
+        """
+        global _generation
+        if not dist.is_available() or not dist.is_initialized():
+            raise TopologyError(
+                "torch.distributed is not initialized; call "
+                "torch.distributed.init_process_group(...) on every rank before "
+                "ProcessGroups.create"
+            )
+        settings = Settings.build(
+            topology,
+            world_size=dist.get_world_size(),
+            default_backend=str(dist.get_backend()),
+            kinds=kinds,
+            backend=backend,
+            backends=backends,
+            timeout=timeout,
+            gloo=gloo,
+        )
+        chosen = resolve_strategy(strategy)
+        facts = {
+            "topology": topology.to_dict(),
+            "strategy": chosen,
+            "channels": [[c.kind, c.gloo, c.backend, str(c.timeout)] for c in settings.channels],
+        }
+        description = f"{topology} with strategy {chosen!r}"
+        check_agreement(
+            fingerprint(facts), _generation, description, same_group_count=chosen == "all"
+        )
+        rank = dist.get_rank()
+        registry = Registry(rank, f"{_generation}/{fingerprint(facts)}")
+        _generation += 1
+        plan = local_plan(settings, rank)
+        try:
+            if chosen == "all":
+                create_all(settings, registry)
+            elif chosen == "split":
+                create_split(settings, registry)
+            else:
+                create_local(settings, registry, plan)
+        except BaseException:
+            for group in reversed(registry.owned):  # leave torch's registry as it was
+                dist.destroy_process_group(group)
+            raise
+        slots: dict[Channel, Any] = {}
+        for channel, ranks, action in plan:
+            if action == "absent" or ranks is None:
+                continue
+            if action == "world":
+                slots[channel] = dist.group.WORLD
+            elif action == "single":
+                slots[channel] = registry.groups.get(key_of(ranks, channel), _SINGLE)
+            else:
+                slots[channel] = registry.get(key_of(ranks, channel))
+        return cls(settings, chosen, rank, slots, registry)
+
+    # -- accessors ----------------------------------------------------------------------------
+
+    @property
+    def topology(self) -> Topology:
+        """The layout these groups realise."""
+        return self._settings.topology
+
+    @property
+    def strategy(self) -> str:
+        """The creation strategy used (``auto`` resolved)."""
+        return self._strategy
+
+    @property
+    def global_rank(self) -> int:
+        """This process's rank in the default group."""
+        return self._rank
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds created (a subset of ``topology.kinds``, in its order)."""
+        return tuple(c.kind for c in self._settings.channels if not c.gloo)
+
+    @property
+    def calls(self) -> int:
+        """How many ``new_group`` / ``split_group`` calls this rank made (lazy singletons too)."""
+        return self._registry.calls
+
+    @property
+    def communicators(self) -> int:
+        """How many distinct torch groups this rank made and holds."""
+        return len({id(g) for g in self._registry.owned})
+
+    def has_group(self, kind: str) -> bool:
+        """Whether this rank belongs to a group of ``kind`` (only embedding kinds can say no)."""
+        self._channel(kind, gloo=False)
+        return self.topology.has_group(self._rank, kind)
+
+    def group(self, kind: str) -> Any:
+        """This rank's torch group of ``kind`` (a Megatron name such as ``"mp"`` works too).
+
+        Raises:
+            TopologyError: an unknown or not created kind, or a rank without such a group.
+        """
+        return self._group(self._channel(kind, gloo=False))
+
+    def gloo_group(self, kind: str) -> Any:
+        """This rank's gloo companion group of ``kind`` (the group itself when it is gloo)."""
+        channel = self._channel(kind, gloo=True)
+        return self._group(channel)
+
+    def ranks(self, kind: str) -> tuple[int, ...]:
+        """The global ranks of this rank's group of ``kind``, in group-rank order."""
+        self._channel(kind, gloo=False)
+        return self.topology.group_of(self._rank, kind)
+
+    def rank(self, kind: str) -> int:
+        """This rank's position in its group of ``kind`` (its coordinate along those axes)."""
+        self._channel(kind, gloo=False)
+        return self.topology.local_rank(self._rank, kind)
+
+    def size(self, kind: str) -> int:
+        """How many ranks one group of ``kind`` holds."""
+        self._channel(kind, gloo=False)
+        return self.topology.size(kind)
+
+    def verify(self) -> None:
+        """Check that every rank holds these same groups; ``TopologyError`` names the odd ones.
+
+        SPMD contract: call on every rank, in the same order.
+        """
+        self._alive()
+        facts = {
+            "topology": self.topology.to_dict(),
+            "strategy": self._strategy,
+            "channels": [
+                [c.kind, c.gloo, c.backend, str(c.timeout)] for c in self._settings.channels
+            ],
+        }
+        check_agreement(fingerprint(facts), 0, f"{self.topology}", same_group_count=False)
+
+    def device_mesh(self, *axes: str, device_type: str | None = None) -> DeviceMesh:
+        """A torch ``DeviceMesh`` over ``axes`` (outermost first) whose groups are ours.
+
+        See :func:`topology_torch._mesh.device_mesh`.
+        """
+        from ._mesh import device_mesh
+
+        return device_mesh(self, axes, device_type)
+
+    def destroy(self) -> None:
+        """Destroy every group this object made; it cannot be used afterwards.
+
+        SPMD contract: call on every rank, in the same order. The default group is never
+        destroyed.
+        """
+        if self._destroyed:
+            return
+        self._destroyed = True
+        made = {id(g): g for g in self._registry.owned}
+        tags = dist.distributed_c10d._world.tags_to_pg
+        for group in reversed(list(made.values())):
+            tag = dist.distributed_c10d._world.pg_to_tag.get(group)
+            dist.destroy_process_group(group)
+            # torch leaves an empty list behind under the group's own tag; drop it
+            if tag is not None and tag in tags and not tags[tag]:
+                del tags[tag]
+        self._registry.owned.clear()
+        self._registry.groups.clear()
+        self._slots.clear()
+
+    def __enter__(self) -> ProcessGroups:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.destroy()
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self._destroyed else f"{self.communicators} communicators"
+        return f"ProcessGroups({self.topology}, rank {self._rank}, {self._strategy}, {state})"
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _alive(self) -> None:
+        if self._destroyed:
+            raise TopologyError(
+                f"these process groups of {self.topology} were destroyed; "
+                "create new ones with ProcessGroups.create"
+            )
+
+    def _channel(self, kind: str, *, gloo: bool) -> Channel:
+        self._alive()
+        if not isinstance(kind, str):
+            raise TopologyError(f"kind must be a string like 'tp', got {kind!r}")
+        name = canonical_kind(kind)
+        channel = self._channels.get((name, gloo))
+        if channel is not None:
+            return channel
+        if name not in self.topology.kinds:
+            raise TopologyError(
+                f"unknown kind {kind!r}; valid kinds: {', '.join(self.topology.kinds)}"
+            )
+        if gloo:
+            raise TopologyError(
+                f"kind {kind!r} has no gloo companion; pass gloo=({name!r}, ...) to create"
+            )
+        raise TopologyError(
+            f"kind {kind!r} was not created; pass kinds=(..., {name!r}) to create or leave "
+            "kinds=None for all"
+        )
+
+    def _group(self, channel: Channel) -> Any:
+        slot = self._slots.get(channel)
+        if slot is None:
+            # the core says why (a middle pipeline stage has no embedding group, ...)
+            self.topology.group_of(self._rank, channel.kind)
+            raise TopologyError(
+                f"rank {self._rank} is outside {self.topology}; it holds no {channel.kind} group"
+            )
+        if slot is _SINGLE:
+            slot = self._registry.new_local((self._rank,), channel)
+            self._slots[channel] = slot
+        return slot

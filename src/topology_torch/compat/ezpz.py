@@ -1,0 +1,226 @@
+"""ezpz's (fairscale's) ``tp`` API over a :class:`topology.Topology` (a façade).
+
+Layout ``tp-cp-pp-dp`` (``Topology.ezpz``): ranks vary fastest along tp, then cp, pp and dp,
+like ``torch.arange(W).reshape(dp, pp, cp, tp)``. For 16 GPUs with tp = cp = pp = 2 the tp
+groups are [0, 1], [2, 3], ..., the cp groups [0, 2], [1, 3], ..., the pp groups [0, 4], [1, 5],
+... and the dp groups [0, 8], [1, 9], ... SPMD contract: call ``initialize_tensor_parallel`` and
+``destroy_tensor_parallel`` on every rank, with equal arguments, in the same order.
+
+>>> divide_and_check_no_remainder(12, 4)
+3
+>>> [t.shape[-1] for t in split_tensor_along_last_dim(torch.zeros(2, 6), 3)]
+[2, 2, 2]
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from topology import Topology, TopologyError
+
+from .. import _default
+
+__all__ = [
+    "destroy_tensor_parallel",
+    "divide_and_check_no_remainder",
+    "ensure_divisibility",
+    "get_context_parallel_group",
+    "get_context_parallel_rank",
+    "get_context_parallel_ranks",
+    "get_context_parallel_world_size",
+    "get_data_parallel_group",
+    "get_data_parallel_rank",
+    "get_data_parallel_ranks",
+    "get_data_parallel_world_size",
+    "get_pipeline_parallel_group",
+    "get_pipeline_parallel_rank",
+    "get_pipeline_parallel_ranks",
+    "get_pipeline_parallel_world_size",
+    "get_tensor_parallel_group",
+    "get_tensor_parallel_rank",
+    "get_tensor_parallel_ranks",
+    "get_tensor_parallel_src_rank",
+    "get_tensor_parallel_world_size",
+    "initialize_tensor_parallel",
+    "split_tensor_along_last_dim",
+    "tensor_parallel_is_initialized",
+]
+
+
+def ensure_divisibility(numerator: int, denominator: int) -> None:
+    """Raise ``TopologyError`` unless ``denominator`` divides ``numerator``.
+
+    >>> ensure_divisibility(10, 4)
+    Traceback (most recent call last):
+    topology._errors.TopologyError: 10 is not divisible by 4 (10 % 4 = 2); choose a divisor of 10
+    """
+    if type(denominator) is not int or denominator < 1:
+        raise TopologyError(f"denominator must be a positive int, got {denominator!r}")
+    if numerator % denominator:
+        raise TopologyError(
+            f"{numerator} is not divisible by {denominator} "
+            f"({numerator} % {denominator} = {numerator % denominator}); "
+            f"choose a divisor of {numerator}"
+        )
+
+
+def divide_and_check_no_remainder(numerator: int, denominator: int) -> int:
+    """``numerator // denominator``, raising ``TopologyError`` if there is a remainder."""
+    ensure_divisibility(numerator, denominator)
+    return numerator // denominator
+
+
+def split_tensor_along_last_dim(
+    tensor: torch.Tensor, num_partitions: int, contiguous_split_chunks: bool = False
+) -> tuple[torch.Tensor, ...]:
+    """Split ``tensor`` into ``num_partitions`` equal parts along its last dim."""
+    size = divide_and_check_no_remainder(tensor.shape[-1], num_partitions)
+    parts = torch.split(tensor, size, dim=-1)
+    if contiguous_split_chunks:
+        return tuple(part.contiguous() for part in parts)
+    return tuple(parts)
+
+
+def initialize_tensor_parallel(
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    context_parallel_size: int = 1,
+    tensor_parallel_backend: str | None = None,
+    pipeline_parallel_backend: str | None = None,
+    context_parallel_backend: str | None = None,
+    data_parallel_backend: str | None = None,
+    timeout: timedelta | None = None,
+) -> None:
+    """Create the tp, cp, pp and dp groups of the whole default group.
+
+    Unlike ezpz, a ``tensor_parallel_size`` larger than the world is an error, not clamped.
+
+    Raises:
+        TopologyError: invalid sizes (with the arithmetic), or already initialized.
+    """
+    if not dist.is_initialized():
+        raise TopologyError(
+            "torch.distributed is not initialized; call torch.distributed.init_process_group "
+            "on every rank before initialize_tensor_parallel"
+        )
+    if _default.is_initialized():
+        raise TopologyError(
+            "tensor parallel is already initialized; call destroy_tensor_parallel() first"
+        )
+    topology = Topology.ezpz(
+        dist.get_world_size(),
+        tp=tensor_parallel_size,
+        pp=pipeline_parallel_size,
+        cp=context_parallel_size,
+    )
+    _default.initialize(
+        topology,
+        kinds=("tp", "cp", "pp", "dp"),
+        backends={
+            "tp": tensor_parallel_backend,
+            "cp": context_parallel_backend,
+            "pp": pipeline_parallel_backend,
+            "dp": data_parallel_backend,
+        },
+        timeout=timeout,
+        gloo=(),
+    )
+
+
+def destroy_tensor_parallel() -> None:
+    """Destroy the groups (ezpz only forgot them; these are released)."""
+    _default.destroy()
+
+
+def tensor_parallel_is_initialized() -> bool:
+    """Whether ``initialize_tensor_parallel`` has run (and no destroy since)."""
+    return _default.is_initialized()
+
+
+def get_tensor_parallel_group() -> Any:
+    """The tensor-parallel group of this rank."""
+    return _default.current().group("tp")
+
+
+def get_tensor_parallel_ranks() -> list[int]:
+    """The global ranks of this rank's tensor-parallel group."""
+    return list(_default.current().ranks("tp"))
+
+
+def get_tensor_parallel_rank() -> int:
+    """This rank's position in its tensor-parallel group."""
+    return _default.current().rank("tp")
+
+
+def get_tensor_parallel_world_size() -> int:
+    """tp."""
+    return _default.current().size("tp")
+
+
+def get_tensor_parallel_src_rank() -> int:
+    """The global rank of position 0 in this rank's tensor-parallel group."""
+    return _default.current().ranks("tp")[0]
+
+
+def get_data_parallel_group() -> Any:
+    """The data-parallel group of this rank."""
+    return _default.current().group("dp")
+
+
+def get_data_parallel_ranks() -> list[int]:
+    """The global ranks of this rank's data-parallel group."""
+    return list(_default.current().ranks("dp"))
+
+
+def get_data_parallel_rank() -> int:
+    """This rank's position in its data-parallel group."""
+    return _default.current().rank("dp")
+
+
+def get_data_parallel_world_size() -> int:
+    """dp."""
+    return _default.current().size("dp")
+
+
+def get_pipeline_parallel_group() -> Any:
+    """The pipeline group of this rank."""
+    return _default.current().group("pp")
+
+
+def get_pipeline_parallel_ranks() -> list[int]:
+    """The global ranks of this rank's pipeline group."""
+    return list(_default.current().ranks("pp"))
+
+
+def get_pipeline_parallel_rank() -> int:
+    """This rank's pipeline stage."""
+    return _default.current().rank("pp")
+
+
+def get_pipeline_parallel_world_size() -> int:
+    """pp."""
+    return _default.current().size("pp")
+
+
+def get_context_parallel_group() -> Any:
+    """The context-parallel group of this rank."""
+    return _default.current().group("cp")
+
+
+def get_context_parallel_ranks() -> list[int]:
+    """The global ranks of this rank's context-parallel group."""
+    return list(_default.current().ranks("cp"))
+
+
+def get_context_parallel_rank() -> int:
+    """This rank's position in its context-parallel group."""
+    return _default.current().rank("cp")
+
+
+def get_context_parallel_world_size() -> int:
+    """cp."""
+    return _default.current().size("cp")
