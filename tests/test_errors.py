@@ -538,6 +538,12 @@ def test_rank_info_unknown_kind_raises_topology_error() -> None:
         Topology(8, tp=2).rank_info(3).group("xp")
 
 
+def test_layers_refuses_absurd_layer_counts() -> None:
+    """layers() with more than 2**20 layers raises TopologyError instead of exhausting memory."""
+    with raises("num_layers 34359738368 is more than 1048576"):
+        Topology(1).layers(0, 2**35)
+
+
 def test_rank_info_coord_rejects_unknown_grid() -> None:
     """RankInfo.coord with a grid other than dense/expert raises TopologyError."""
     with raises("grid must be 'dense' or 'expert', got 'bogus'"):

@@ -67,6 +67,8 @@ def _same(topo: Topology, keys: dict[str, object], kind: str, other: str, rank: 
         return keys[kind] == keys[other]
     if topo.size(kind) != topo.size(other):
         return False
+    if not (topo.has_group(rank, kind) and topo.has_group(rank, other)):
+        return False
     return set(topo.group_of(rank, kind)) == set(topo.group_of(rank, other))
 
 

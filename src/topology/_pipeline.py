@@ -8,7 +8,10 @@ import attrs
 
 from ._errors import TopologyError
 
-__all__ = ["Pipeline", "virtual_layers"]
+__all__ = ["MAX_LAYERS", "Pipeline", "virtual_layers"]
+
+MAX_LAYERS = 2**20
+"""``layers()`` lists every layer index, so the count is bounded."""
 
 
 @attrs.frozen
@@ -96,6 +99,10 @@ def virtual_layers(
     chunks = vpp or 1
     if type(stage) is not int or not 0 <= stage < pp:
         raise TopologyError(f"stage {stage!r} is out of range; valid stages: 0 to {pp - 1}")
+    if type(num_layers) is int and num_layers > MAX_LAYERS:
+        raise TopologyError(
+            f"num_layers {num_layers} is more than {MAX_LAYERS}, the most layers placed here"
+        )
     if type(num_layers) is not int or num_layers < 1 or num_layers % (pp * chunks):
         raise TopologyError(
             f"num_layers {num_layers!r} is not divisible by pp({pp}) * vpp({chunks}) = "

@@ -59,10 +59,13 @@ class Shape:
 
     @property
     def key(self) -> tuple[object, ...]:
-        """Equal keys mean equal rank sets for every rank (the canonical form of ``X``)."""
-        if self.inner is not None:
-            return ("runs", self.inner)
-        return ("offsets", self.explicit)
+        """Equal keys mean the same family of groups (first base, canonical ``X``, outer runs).
+
+        ``X`` alone is not enough: embedding groups on stages (0, 1) and on stages (2, 3) share
+        ``X`` but cover different ranks.
+        """
+        inner = ("runs", self.inner) if self.inner is not None else ("offsets", self.explicit)
+        return (self.offset, inner, self.outer)
 
     def offsets(self) -> tuple[int, ...]:
         """The offsets ``X``, ascending."""
