@@ -16,11 +16,12 @@ Bounds are keyword-only; a bad bound raises ``hypothesis.errors.InvalidArgument`
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from math import gcd, isqrt, prod
+from math import gcd, prod
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from ._checks import divisors
 from ._grid import Grid
 from ._kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
 from ._topology import Topology
@@ -37,11 +38,6 @@ def _check_int(name: str, value: object, low: int) -> int:
     if type(value) is not int or value < low:
         raise InvalidArgument(f"{name} must be an int >= {low}, got {value!r}")
     return value
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, isqrt(n) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 @st.composite
@@ -221,8 +217,8 @@ def _topologies(
         # instances; sampled_from shrinks toward its first choice, (tp, 1): no folding.
         stage = tp * cp * dp_rest
         choices = [(tp, 1)]
-        for e_tp in _divisors(stage):
-            for e_p in _divisors(stage // e_tp):
+        for e_tp in divisors(stage):
+            for e_p in divisors(stage // e_tp):
                 if (e_tp, e_p) == (tp, 1):
                     continue
                 edp = world // (e_tp * e_p * pp)
@@ -241,7 +237,7 @@ def _topologies(
             order = keep
 
     if not need_dist_opt:
-        instances = draw(st.sampled_from(_divisors(gcd(dp * cp, edp))))
+        instances = draw(st.sampled_from(divisors(gcd(dp * cp, edp))))
 
     hcp_sizes: tuple[int, ...] | None = None
     levels = draw(st.integers(min_levels, max_hcp_levels)) if min_levels else 0
@@ -251,7 +247,7 @@ def _topologies(
         parts: list[int] = []
         rest = cp
         for _ in range(levels - 1):
-            part = draw(st.sampled_from(_divisors(rest)))
+            part = draw(st.sampled_from(divisors(rest)))
             parts.append(part)
             rest //= part
         hcp_sizes = (*parts, rest)
