@@ -126,6 +126,26 @@ def _own_slice(x: torch.Tensor, dim: int, size: int, rank: int) -> torch.Tensor:
     return x.narrow(dim, rank * part, part).contiguous()
 
 
+def _along_dim(
+    fn: type[torch.autograd.Function],
+    x: torch.Tensor,
+    dim: int,
+    group: Any,
+    what: str,
+    *,
+    split: bool,
+) -> torch.Tensor:
+    """Apply a dim-wise collective ``fn``; identity on a group of one (no collective, no copy)."""
+    group = resolve_group(group)
+    dim = _dim(x, dim, what)
+    size = group_size(group)
+    if size == 1:
+        return x
+    if split:
+        _check_divisible(x, dim, size, what)
+    return _apply(fn, x, dim, size, group)
+
+
 def _apply(fn: type[torch.autograd.Function], *args: Any) -> torch.Tensor:
     result: torch.Tensor = fn.apply(*args)  # type: ignore[no-untyped-call]
     return result
@@ -254,13 +274,7 @@ def mp_scatter(x: torch.Tensor, dim: int = -1, group: Any = None) -> torch.Tenso
     >>> mp_scatter(torch.ones(2, 4), dim=1, group=_SingleRank()).shape
     torch.Size([2, 4])
     """
-    group = resolve_group(group)
-    dim = _dim(x, dim, "mp_scatter")
-    size = group_size(group)
-    if size == 1:
-        return x
-    _check_divisible(x, dim, size, "mp_scatter")
-    return _apply(_Scatter, x, dim, size, group)
+    return _along_dim(_Scatter, x, dim, group, "mp_scatter", split=True)
 
 
 def mp_gather(x: torch.Tensor, dim: int = -1, group: Any = None) -> torch.Tensor:
@@ -278,12 +292,7 @@ def mp_gather(x: torch.Tensor, dim: int = -1, group: Any = None) -> torch.Tensor
     >>> mp_gather(torch.ones(2, 4), dim=0, group=_SingleRank()).shape
     torch.Size([2, 4])
     """
-    group = resolve_group(group)
-    dim = _dim(x, dim, "mp_gather")
-    size = group_size(group)
-    if size == 1:
-        return x
-    return _apply(_Gather, x, dim, size, group)
+    return _along_dim(_Gather, x, dim, group, "mp_gather", split=False)
 
 
 def sp_gather(x: torch.Tensor, dim: int = 0, group: Any = None) -> torch.Tensor:
@@ -296,12 +305,7 @@ def sp_gather(x: torch.Tensor, dim: int = 0, group: Any = None) -> torch.Tensor:
     >>> sp_gather(torch.ones(3, 2), group=_SingleRank()).shape
     torch.Size([3, 2])
     """
-    group = resolve_group(group)
-    dim = _dim(x, dim, "sp_gather")
-    size = group_size(group)
-    if size == 1:
-        return x
-    return _apply(_SequenceGather, x, dim, size, group)
+    return _along_dim(_SequenceGather, x, dim, group, "sp_gather", split=False)
 
 
 def sp_scatter(x: torch.Tensor, dim: int = 0, group: Any = None) -> torch.Tensor:
@@ -316,10 +320,4 @@ def sp_scatter(x: torch.Tensor, dim: int = 0, group: Any = None) -> torch.Tensor
     >>> sp_scatter(torch.ones(4, 2), group=_SingleRank()).shape
     torch.Size([4, 2])
     """
-    group = resolve_group(group)
-    dim = _dim(x, dim, "sp_scatter")
-    size = group_size(group)
-    if size == 1:
-        return x
-    _check_divisible(x, dim, size, "sp_scatter")
-    return _apply(_SequenceScatter, x, dim, size, group)
+    return _along_dim(_SequenceScatter, x, dim, group, "sp_scatter", split=True)
