@@ -1,9 +1,8 @@
-"""Creation cost at large world sizes under the fake backend: calls, time, communicators."""
+"""Creation cost at large world sizes under the fake backend: calls and communicators."""
 
 from __future__ import annotations
 
 import importlib.util
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,13 +29,14 @@ def fake_world(world_size: int, rank: int) -> Iterator[None]:
 
 
 @contextmanager
-def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Count ``torch.distributed.new_group`` calls (one list entry per call)."""
-    calls: list[int] = []
+def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, ...]]]:
+    """Record ``torch.distributed.new_group`` calls (one entry per call: its sorted ranks)."""
+    calls: list[tuple[int, ...]] = []
     original = dist.new_group
 
     def new_group(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
+        ranks = args[0] if args else kwargs.get("ranks")
+        calls.append(tuple(sorted(ranks)) if ranks is not None else ())
         return original(*args, **kwargs)
 
     with monkeypatch.context() as patch:
@@ -49,19 +49,20 @@ def _own_sets(topo: Topology, rank: int) -> set[tuple[int, ...]]:
     return {topo.group_of(rank, kind) for kind in topo.kinds if topo.has_group(rank, kind)}
 
 
-def test_local_creates_a_million_rank_layout_in_under_a_second(
+def test_local_creates_a_million_rank_layout_with_one_call_per_distinct_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Strategy local at W = 2^20 (tp8 pp4): one call per distinct multi-rank set, under 1 s."""
+    """Strategy local at W = 2^20 (tp8 pp4): one call per distinct multi-rank set of this rank.
+
+    How long that takes is measured in benchmarks/bench_groups.py, not asserted here.
+    """
     world, rank = 2**20, 123_457
     topo = Topology(world, tp=8, pp=4)
     with fake_world(world, rank), counting(monkeypatch) as calls:
-        start = time.perf_counter()
         groups = ProcessGroups.create(topo, strategy="local")
-        elapsed = time.perf_counter() - start
         multi = {s for s in _own_sets(topo, rank) if len(s) > 1}
         assert len(calls) == groups.calls == len(multi)
-        assert elapsed < 1.0, elapsed
+        assert sorted(calls) == sorted(multi)
         groups.destroy()
 
 
