@@ -11,10 +11,12 @@ from .common import (
     EXIT_FINDINGS,
     EXIT_OK,
     CliError,
+    Once,
     add_cluster_arguments,
     add_layout_arguments,
     add_output_arguments,
     cluster_from_args,
+    int_type,
     topology_from_args,
     use_color,
     write_json,
@@ -33,7 +35,8 @@ def register(subparsers: Any) -> None:
         help="check a layout against the cluster before launch (exit 1 on errors)",
         description="Check the layout against the cluster: world size vs allocation, groups "
         "that cross nodes although they would fit, stage placement, communicator counts. "
-        "Exit code 0 when no finding is an error, 1 otherwise.",
+        "Exit code 0 when no finding is an error, 1 otherwise (2 for invalid input, 3 for an "
+        "internal error).",
     )
     add_layout_arguments(parser)
     add_cluster_arguments(parser, required=True)
@@ -41,7 +44,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--max-communicators",
         dest="max_communicators",
-        type=int,
+        type=int_type("max_communicators"),
+        action=Once,
         default=32,
         metavar="N",
         help="warn when one rank joins more distinct communicators (default 32)",
@@ -83,8 +87,6 @@ def run(args: argparse.Namespace) -> int:
     cluster = cluster_from_args(args)
     if cluster is None:  # add_cluster_arguments(required=True) makes this unreachable
         raise CliError("check needs the node size: pass --gpus-per-node G (e.g. 8)")
-    if args.max_communicators < 1:
-        raise CliError(f"--max-communicators must be a positive int, got {args.max_communicators}")
     report = check(topo, cluster, max_communicators=args.max_communicators)
     if args.json:
         write_json(report.to_dict())

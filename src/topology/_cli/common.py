@@ -1,8 +1,9 @@
-"""What every command shares: layout and cluster flags, JSON output, and the exit-code policy.
+"""What every command shares: layout and cluster flags, config files, JSON output, exit codes.
 
 Exit codes: 0 ok, 1 a finding at error level, 2 invalid input (one line on stderr, no
-traceback). A command raises :class:`CliError` (or ``TopologyError``) for invalid input;
-``main`` turns either into exit code 2.
+traceback), 3 an internal error (a bug; one line inviting a report). A command raises
+:class:`CliError` (or ``TopologyError``) for invalid input; ``main`` turns either into exit
+code 2 and any other exception into exit code 3.
 """
 
 from __future__ import annotations
@@ -11,23 +12,30 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
+from .._checks import MAX_WORLD_SIZE, show
 from .._cluster import Cluster
+from .._datafile import read_data
+from .._errors import TopologyError
 from .._topology import Topology
 
 __all__ = [
     "EXIT_FINDINGS",
+    "EXIT_INTERNAL",
     "EXIT_INVALID",
     "EXIT_OK",
+    "MAX_INT",
     "CliError",
+    "Once",
     "Parser",
     "abbreviate",
     "add_cluster_arguments",
     "add_layout_arguments",
     "add_output_arguments",
     "cluster_from_args",
+    "int_type",
     "one_line",
     "topology_from_args",
     "use_color",
@@ -37,6 +45,10 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_INVALID = 2
+EXIT_INTERNAL = 3
+
+MAX_INT = MAX_WORLD_SIZE
+"""The largest integer a flag or a config value may hold (2**40, the largest world)."""
 
 _LAYOUT_FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("world_size", ("--world-size", "-w"), "number of ranks (default: nodes x gpus-per-node)"),
@@ -58,7 +70,27 @@ _LAYOUT_FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         "distributed-optimizer instances",
     ),
 )
-_CLUSTER_FIELDS = ("gpus_per_node", "nodes", "nvlink_domain")
+
+# What each config field may hold: a positive int, an optional one, a non-negative int, a
+# string, an optional list of positive ints, a list of ints (stage indices may be negative).
+_TOPOLOGY_SCHEMA = {
+    "world_size": "size",
+    "tp": "size",
+    "pp": "size",
+    "cp": "size",
+    "ep": "size",
+    "etp": "size?",
+    "dp": "size?",
+    "vpp": "size?",
+    "order": "text",
+    "rank_offset": "offset",
+    "dist_opt_instances": "size",
+    "hcp_sizes": "sizes?",
+    "embedding_stages": "stages",
+    "position_embedding_stages": "stages",
+}
+_CLUSTER_SCHEMA = {"gpus_per_node": "size", "nodes": "size?", "nvlink_domain": "size?"}
+_TABLES = ("topology", "cluster")
 
 
 class CliError(Exception):
@@ -73,20 +105,86 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_INVALID, f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
 
 
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+# -- flag values --------------------------------------------------------------------------------
+
+
+def _show(value: object, limit: int = 40) -> str:
+    """A short repr of a user's value (huge ints by their size; long text cut)."""
+    if type(value) is int and abs(value) > 10**30:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def int_type(name: str, minimum: int = 1) -> Callable[[str], int]:
+    """An argparse ``type`` for an int in ``[minimum, 2**40]`` named ``name`` in its message.
+
+    >>> int_type("tp")("8")
+    8
+    """
+
+    def parse(text: str) -> int:
+        rule = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        try:
+            value = int(text) if len(text) <= 30 else None
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be {rule}, got {_show(text)}")
+        if value > MAX_INT:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be at most 2**40 = {MAX_INT}, got {value}"
+            )
+        return value
+
+    parse.__name__ = name
+    return parse
 
 
 def _int_list(text: str) -> list[int]:
+    items = text.replace(",", " ").split()
+    parse = int_type("each hcp size")
     try:
-        return [int(item) for item in text.replace(",", " ").split()]
-    except ValueError:
+        return [parse(item) for item in items]
+    except argparse.ArgumentTypeError as error:
         raise argparse.ArgumentTypeError(
-            f"expected integers separated by commas like '2,4', got {text!r}"
+            f"{error} (expected positive integers separated by commas like '2,4', "
+            f"got {_show(text)})"
         ) from None
+
+
+def _spelled(value: object, limit: int = 40) -> str:
+    """A flag's value as it was typed (lists comma-separated), cut at ``limit`` characters."""
+    text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Once(argparse.Action):
+    """Store a flag's value, refusing a second, different value for the same setting.
+
+    Every spelling of one setting (``--tp`` and ``--tensor-model-parallel-size``) shares a
+    ``dest``; the action remembers which option string set it, so two that disagree (or one
+    given twice with different values) are an error naming both. Equal values are fine.
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        """Record ``option_string`` as the setter of ``self.dest``; raise if it disagrees."""
+        given: dict[str, tuple[str, Any]] = namespace.__dict__.setdefault("_given_by", {})
+        if self.dest in given and given[self.dest][1] != values:
+            first, earlier = given[self.dest]
+            raise argparse.ArgumentError(
+                None,
+                f"{first} {_spelled(earlier)} and {option_string} {_spelled(values)} "
+                f"disagree; pass one value for {self.dest}",
+            )
+        given[self.dest] = (option_string or self.dest, values)
+        setattr(namespace, self.dest, values)
 
 
 def add_layout_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,18 +192,24 @@ def add_layout_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("layout (flags override --config)")
     group.add_argument(
         "--config",
+        action=Once,
         metavar="FILE",
         help="JSON or TOML file with Topology.to_dict() fields (a [topology] and a [cluster] "
         "table are also accepted)",
     )
     for dest, flags, text in _LAYOUT_FLAGS:
-        group.add_argument(*flags, dest=dest, type=_int, metavar="N", help=text)
-    group.add_argument("--order", help="Megatron order string, innermost first (tp-cp-ep-dp-pp)")
+        minimum = 0 if dest == "rank_offset" else 1
+        kind = int_type(dest, minimum)
+        group.add_argument(*flags, dest=dest, type=kind, action=Once, metavar="N", help=text)
+    group.add_argument(
+        "--order", action=Once, help="Megatron order string, innermost first (tp-cp-ep-dp-pp)"
+    )
     group.add_argument(
         "--hcp-sizes",
         "--hierarchical-context-parallel-sizes",
         dest="hcp_sizes",
         type=_int_list,
+        action=Once,
         metavar="A,B",
         help="hierarchical context-parallel level sizes (product = cp)",
     )
@@ -117,15 +221,19 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, *, required: bool = F
     group.add_argument(
         "--gpus-per-node",
         dest="gpus_per_node",
-        type=_int,
+        type=int_type("gpus_per_node"),
+        action=Once,
         metavar="G",
         help="GPUs per node" + (" (required)" if required else ""),
     )
-    group.add_argument("--nodes", type=_int, metavar="N", help="nodes in the allocation")
+    group.add_argument(
+        "--nodes", type=int_type("nodes"), action=Once, metavar="N", help="nodes in the allocation"
+    )
     group.add_argument(
         "--nvlink-domain",
         dest="nvlink_domain",
-        type=_int,
+        type=int_type("nvlink_domain"),
+        action=Once,
         metavar="G",
         help="GPUs per NVLink domain (default: the node)",
     )
@@ -139,56 +247,95 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-color", dest="no_color", action="store_true", help="no colour")
 
 
-def _read_config(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as error:
-        raise CliError(f"cannot read --config {path!r}: {error.strerror or error}") from None
-    if path.endswith(".toml"):
-        import tomllib
+# -- config files -------------------------------------------------------------------------------
 
-        try:
-            data: Any = tomllib.loads(raw.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-            raise CliError(f"--config {path!r} is not valid TOML: {error}") from None
+
+def _bad(label: str, key: str, rule: str, value: object) -> CliError:
+    return CliError(f"{label}: {key} must be {rule}, got {_show(value)} ({type(value).__name__})")
+
+
+def _check_int(label: str, key: str, value: object, minimum: int, rule: str) -> None:
+    if type(value) is not int or value < minimum:
+        raise _bad(label, key, rule, value)
+    if abs(value) > MAX_INT:
+        raise CliError(f"{label}: {key} must be at most 2**40 = {MAX_INT}, got {_show(value)}")
+
+
+def _check_value(label: str, key: str, kind: str, value: object) -> None:
+    if value is None and kind.endswith("?"):
+        return
+    if kind.startswith("size") and kind != "sizes?":
+        _check_int(label, key, value, 1, "a positive int")
+    elif kind == "offset":
+        _check_int(label, key, value, 0, "a non-negative int")
+    elif kind == "text":
+        if not isinstance(value, str):
+            raise _bad(label, key, "a string like 'tp-cp-ep-dp-pp'", value)
     else:
-        try:
-            data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        if not isinstance(value, list):
+            raise _bad(label, key, "a list of ints", value)
+        minimum, rule = (1, "a positive int") if kind == "sizes?" else (-MAX_INT, "an int")
+        for index, item in enumerate(value):
+            _check_int(label, f"{key}[{index}]", item, minimum, rule)
+
+
+def _check_table(
+    label: str, prefix: str, table: Mapping[str, Any], schema: Mapping[str, str]
+) -> None:
+    what = prefix.rstrip(".") or "topology"
+    for key, value in table.items():
+        if key not in schema:
+            if not prefix and isinstance(value, dict):
+                raise CliError(
+                    f"{label}: unknown table {_show(key)}; valid tables: {', '.join(_TABLES)}"
+                )
             raise CliError(
-                f"--config {path!r} is not valid JSON ({error}); write the output of "
-                "Topology.to_dict() or use a .toml file"
-            ) from None
+                f"{label}: unknown {what} field {_show(key)}; valid fields: {', '.join(schema)}"
+            )
+        _check_value(label, prefix + key, schema[key], value)
+
+
+def _load_config(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The topology and cluster fields of a config file, every value checked."""
+    label = f"--config {path!r}" if len(path) <= 300 else f"--config {show(path)}"
+    data = read_data(path, label, toml=path.endswith(".toml"))
     if not isinstance(data, dict):
-        raise CliError(
-            f"--config {path!r} must hold an object of topology fields, got {type(data).__name__}"
-        )
-    return data
-
-
-def _config(args: argparse.Namespace) -> dict[str, Any]:
-    cached = getattr(args, "_config_data", None)
-    if cached is None:
-        cached = {} if getattr(args, "config", None) is None else _read_config(args.config)
-        args._config_data = cached
-    return dict(cached)
-
-
-def _split_config(data: Mapping[str, Any], path: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    if "topology" in data or "cluster" in data:
-        unknown = sorted(set(data) - {"topology", "cluster"})
+        raise CliError(f"{label} must hold an object of fields, got {type(data).__name__}")
+    if set(_TABLES) & set(data):
+        unknown = sorted(set(data) - set(_TABLES))
         if unknown:
             raise CliError(
-                f"--config {path!r} has an unexpected key {unknown[0]!r} next to the "
+                f"{label} has an unexpected key {_show(unknown[0])} next to the "
                 "'topology'/'cluster' tables; keep only those two"
             )
         topo, cluster = data.get("topology", {}), data.get("cluster", {})
         for name, table in (("topology", topo), ("cluster", cluster)):
             if not isinstance(table, dict):
-                raise CliError(f"--config {path!r}: '{name}' must be a table of fields")
-        return dict(topo), dict(cluster)
-    return dict(data), {}
+                raise CliError(
+                    f"{label}: '{name}' must be a table of fields, got {type(table).__name__}"
+                )
+        _check_table(label, "topology.", topo, _TOPOLOGY_SCHEMA)
+    else:
+        topo, cluster = data, {}
+        _check_table(label, "", topo, _TOPOLOGY_SCHEMA)
+    _check_table(label, "cluster.", cluster, _CLUSTER_SCHEMA)
+    try:  # a complete layout in the file must be valid on its own, whatever flags override
+        if "world_size" in topo:
+            Topology.from_dict(topo)
+        if "gpus_per_node" in cluster:
+            Cluster(**cluster)
+    except TopologyError as error:
+        raise CliError(f"{label} holds an invalid layout: {one_line(error)}") from None
+    return dict(topo), dict(cluster)
+
+
+def _config(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    cached = getattr(args, "_config_data", None)
+    if cached is None:
+        path = getattr(args, "config", None)
+        cached = ({}, {}) if path is None else _load_config(path)
+        args._config_data = cached
+    return dict(cached[0]), dict(cached[1])
 
 
 def topology_from_args(args: argparse.Namespace) -> Topology:
@@ -198,7 +345,7 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
         CliError: for an unreadable or malformed config file or a missing world size.
         TopologyError: for an invalid layout.
     """
-    fields, cluster_fields = _split_config(_config(args), getattr(args, "config", None) or "")
+    fields, cluster_fields = _config(args)
     flags = {d: getattr(args, d, None) for d, _, _ in _LAYOUT_FLAGS}
     flags = {d: v for d, v in flags.items() if v is not None}
     # to_dict() stores the derived dp and etp; drop them when a flag changes what they derive from.
@@ -224,12 +371,7 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
             raise CliError(
                 "no world size: pass --world-size N, --config FILE, or --nodes with --gpus-per-node"
             )
-    if not isinstance(fields.get("order", ""), str):
-        raise CliError(f"order must be a string like 'tp-cp-ep-dp-pp', got {fields['order']!r}")
-    try:
-        return Topology.from_dict(fields)
-    except TypeError as error:  # a config value of the wrong type deep inside a field
-        raise CliError(f"invalid topology field value in the config: {error}") from None
+    return Topology.from_dict(fields)
 
 
 def cluster_from_args(args: argparse.Namespace) -> Cluster | None:
@@ -238,13 +380,8 @@ def cluster_from_args(args: argparse.Namespace) -> Cluster | None:
     Raises:
         CliError: when the command needs ``--gpus-per-node`` and it is missing.
     """
-    _, fields = _split_config(_config(args), getattr(args, "config", None) or "")
-    unknown = sorted(set(fields) - set(_CLUSTER_FIELDS))
-    if unknown:
-        raise CliError(
-            f"unknown cluster field {unknown[0]!r}; valid fields: {', '.join(_CLUSTER_FIELDS)}"
-        )
-    for name in _CLUSTER_FIELDS:
+    _, fields = _config(args)
+    for name in _CLUSTER_SCHEMA:
         value = getattr(args, name, None)
         if value is not None:
             fields[name] = value
@@ -254,10 +391,10 @@ def cluster_from_args(args: argparse.Namespace) -> Cluster | None:
         if fields:
             raise CliError("--nodes and --nvlink-domain need --gpus-per-node G as well")
         return None
-    try:
-        return Cluster(**fields)
-    except TypeError as error:
-        raise CliError(f"invalid cluster field value in the config: {error}") from None
+    return Cluster(**fields)
+
+
+# -- output -------------------------------------------------------------------------------------
 
 
 def write_json(data: Any) -> None:
@@ -288,6 +425,11 @@ def abbreviate(ranks: Sequence[int], head: int = 4) -> str:
     return f"[{shown}, …, {ranks[-1]}] ({len(ranks)} ranks)"
 
 
-def one_line(text: object) -> str:
-    """``text`` with its whitespace (newlines included) folded to single spaces."""
-    return " ".join(str(text).split())
+def one_line(text: object, limit: int = 1000) -> str:
+    """``text`` with its whitespace (newlines included) folded to single spaces, cut at ``limit``.
+
+    >>> one_line("a\\n  b")
+    'a b'
+    """
+    folded = " ".join(str(text).split())
+    return folded if len(folded) <= limit else folded[: limit - 1] + "…"

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from .._groups import JSON_RANKS
 from .common import (
     CliError,
     abbreviate,
@@ -17,7 +18,11 @@ from .common import (
 
 __all__ = ["register", "run"]
 
-_TEXT_LIMIT = 64
+_LIMIT = 64
+"""Groups shown unless ``--limit`` says otherwise (text and JSON)."""
+
+_FULL_RANKS = 1 << 16
+"""``--full`` spells out groups of at most this many ranks; longer ones stay summarised."""
 
 
 def register(subparsers: Any) -> None:
@@ -33,10 +38,12 @@ def register(subparsers: Any) -> None:
         "--limit",
         type=int,
         metavar="N",
-        help=f"show at most N groups (text default {_TEXT_LIMIT}, JSON default all)",
+        help=f"show at most N groups (default {_LIMIT}); the output says how many it left out",
     )
     parser.add_argument(
-        "--full", action="store_true", help="print every rank of long groups in text output"
+        "--full",
+        action="store_true",
+        help=f"spell out every rank of groups up to {_FULL_RANKS} ranks (text and JSON)",
     )
     add_layout_arguments(parser)
     add_output_arguments(parser)
@@ -51,26 +58,33 @@ def run(args: argparse.Namespace) -> int:
     kind = topo._kind(args.kind)
     groups = topo.groups(kind)
     count = len(groups)
-    limit = args.limit if args.limit is not None else (None if args.json else _TEXT_LIMIT)
-    shown = count if limit is None else min(limit, count)
+    size = topo.size(kind)
+    shown = min(_LIMIT if args.limit is None else args.limit, count)
+    spelled = _FULL_RANKS if args.full else JSON_RANKS
     if args.json:
         write_json(
             {
                 "kind": kind,
-                "size": topo.size(kind),
+                "size": size,
                 "count": count,
-                "groups": [list(groups[i]) for i in range(shown)],
+                "groups": [groups.ranks(i).to_json(spelled) for i in range(shown)],
                 "truncated": shown < count,
+                "omitted": count - shown,
             }
         )
         return 0
     out = sys.stdout
-    out.write(f"{kind}: {count} groups of {topo.size(kind)} ranks ({topo})\n")
+    out.write(f"{kind}: {count} groups of {size} ranks ({topo})\n")
     width = len(str(count - 1))
     for index in range(shown):
-        group = groups[index]
-        text = "[" + ", ".join(map(str, group)) + "]" if args.full else abbreviate(group, 8)
+        group = groups.ranks(index)
+        if args.full and len(group) <= _FULL_RANKS:
+            text = "[" + ", ".join(map(str, group)) + "]"
+        else:
+            text = abbreviate(group, 8)
         out.write(f"{index:>{width}}  {text}\n")
     if shown < count:
-        out.write(f"… {count - shown} more (use --limit N or --json)\n")
+        out.write(f"… {count - shown} more groups not shown (use --limit N)\n")
+    if args.full and size > _FULL_RANKS:
+        out.write(f"(--full spells out groups of at most {_FULL_RANKS} ranks; these have {size})\n")
     return 0

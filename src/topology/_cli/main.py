@@ -3,21 +3,31 @@
 Commands live in sibling modules named in :data:`COMMANDS`; each exposes
 ``register(subparsers) -> None``, which adds its subparser and sets ``func`` to a callable
 ``func(args) -> int`` (the exit code). A module that does not exist is skipped.
+
+Exit codes: 0 ok, 1 an error-level finding, 2 invalid input, 3 an internal error. Nothing
+prints a traceback unless the environment sets ``TOPOLOGY_DEBUG=1``.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from .._errors import TopologyError
-from .common import EXIT_INVALID, CliError, Parser, one_line
+from .common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CliError, Parser, one_line
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "EPILOG", "build_parser", "main"]
 
 COMMANDS = ("show", "groups", "rank", "check", "simulate", "plan")
 """Command modules, in the order ``--help`` lists them."""
+
+EPILOG = (
+    "exit codes: 0 ok; 1 an error-level finding (check); 2 invalid input (one line on stderr); "
+    "3 internal error (a bug: please report it with the command line; TOPOLOGY_DEBUG=1 shows "
+    "the traceback)"
+)
 
 
 def build_parser() -> Parser:
@@ -25,7 +35,7 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="topology",
         description="Which global ranks form which parallel group; checked before launch.",
-        epilog="exit codes: 0 ok, 1 an error-level finding, 2 invalid input",
+        epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -46,19 +56,46 @@ def _version() -> str:
     return __version__
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``topology`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
     try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real stdout (e.g. captured in tests)
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``topology`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    Invalid input (``CliError``, ``TopologyError``, a usage error) returns 2 after one line on
+    stderr; any other exception returns 3 after one line inviting a report (the traceback only
+    with ``TOPOLOGY_DEBUG=1``).
+    """
+    name = "topology"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        name = f"topology {args.command}"
         code: int = args.func(args)
+    except SystemExit as done:  # argparse: --help, --version and usage errors
+        return done.code if isinstance(done.code, int) else EXIT_OK
     except (CliError, TopologyError) as error:
-        sys.stderr.write(f"topology {args.command}: error: {one_line(error)}\n")
+        sys.stderr.write(f"{name}: error: {one_line(error)}\n")
         return EXIT_INVALID
     except BrokenPipeError:
-        return 0
+        _silence_stdout()
+        return EXIT_OK
     except KeyboardInterrupt:
         return 130
+    except Exception as error:
+        if os.environ.get("TOPOLOGY_DEBUG") == "1":
+            raise
+        sys.stderr.write(
+            f"{name}: internal error: {type(error).__name__}: {one_line(error, 500)}; "
+            "please report this with the command line\n"
+        )
+        return EXIT_INTERNAL
     return code
 
 

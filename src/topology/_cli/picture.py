@@ -19,6 +19,9 @@ __all__ = ["MAX_PICTURE_RANKS", "Cell", "cells", "render_rich", "render_svg", "r
 MAX_PICTURE_RANKS = 256
 """Worlds up to this size get a picture; larger ones a summary table."""
 
+MAX_NODE_SLOTS = 64
+"""A node with more GPUs than this is drawn with the layout's GPUs only, idle ones counted."""
+
 _AXES = (("tp", "t"), ("pp", "p"), ("dp", "d"), ("cp", "c"), ("ep", "e"))
 _PALETTE = (
     "#4e79a7",
@@ -77,19 +80,32 @@ def cells(topo: Topology, color_by: str = "pp") -> list[Cell]:
     return result
 
 
-def _nodes(topo: Topology, cluster: Cluster, color_by: str) -> list[tuple[int, list[Cell | None]]]:
+Node = tuple[int, list[Cell | None], int]
+"""``(node, slots, idle GPUs left undrawn)``; a slot is None for an idle GPU that is drawn."""
+
+
+def _nodes(topo: Topology, cluster: Cluster, color_by: str) -> list[Node]:
+    """The nodes the layout touches; at most ``MAX_NODE_SLOTS`` idle slots are drawn per node.
+
+    The layout has at most ``MAX_PICTURE_RANKS`` ranks, so this is bounded however many GPUs a
+    node has.
+    """
     gpus = cluster.gpus_per_node
+    start, stop = topo.rank_offset, topo.rank_offset + topo.world_size
     by_rank = {c[0]: c for c in cells(topo, color_by)}
-    first = topo.rank_offset // gpus
-    last = (topo.rank_offset + topo.world_size - 1) // gpus
-    return [
-        (node, [by_rank.get(r) for r in range(node * gpus, (node + 1) * gpus)])
-        for node in range(first, last + 1)
-    ]
+    nodes: list[Node] = []
+    for node in range(start // gpus, (stop - 1) // gpus + 1):
+        low, high = node * gpus, (node + 1) * gpus
+        if gpus <= MAX_NODE_SLOTS:
+            nodes.append((node, [by_rank.get(r) for r in range(low, high)], 0))
+            continue
+        used = range(max(low, start), min(high, stop))
+        nodes.append((node, [by_rank[r] for r in used], gpus - len(used)))
+    return nodes
 
 
 def _node_lines(
-    node: int, slots: Sequence[Cell | None], width: int
+    node: int, slots: Sequence[Cell | None], width: int, idle: int = 0
 ) -> list[list[tuple[str, int | None]]]:
     """Lines of one node box; each line is segments ``(text, colour index or None)``."""
     per_row = _per_row(len(slots), width)
@@ -112,6 +128,9 @@ def _node_lines(
         lines.append(row)
         if start + per_row < len(slots):
             lines.append([("│" + " " * inner + "│", None)])
+    if idle:
+        note = f" + {idle} more GPUs outside this layout (not drawn)"
+        lines.append([("│" + note[:inner].ljust(inner) + "│", None)])
     lines.append([("└" + "─" * inner + "┘", None)])
     return lines
 
@@ -121,10 +140,10 @@ def picture(
 ) -> list[list[tuple[str, int | None]]]:
     """All lines of the picture, as coloured segments."""
     nodes = _nodes(topo, cluster, color_by)
-    width = max(len(f"r{c[0]} {c[1]}") for _, slots in nodes for c in slots if c)
+    width = max(len(f"r{c[0]} {c[1]}") for _, slots, _ in nodes for c in slots if c)
     lines: list[list[tuple[str, int | None]]] = []
-    for node, slots in nodes:
-        lines.extend(_node_lines(node, slots, width))
+    for node, slots, idle in nodes:
+        lines.extend(_node_lines(node, slots, width, idle))
     axis = dict(_AXES)[color_by]
     lines.append([(f"colour: {color_by} coordinate ({axis}N); r = global rank", None)])
     return lines
@@ -153,8 +172,9 @@ def render_svg(topo: Topology, cluster: Cluster, color_by: str = "pp") -> str:
     """The same picture as a standalone SVG document."""
     nodes = _nodes(topo, cluster, color_by)
     cell_w, cell_h, pad, title_h = 120, 34, 8, 22
-    per_row = min(_PER_ROW, cluster.gpus_per_node)
-    rows = -(-cluster.gpus_per_node // per_row)
+    drawn = max(len(slots) for _, slots, _ in nodes)
+    per_row = min(_PER_ROW, drawn)
+    rows = -(-drawn // per_row)
     node_w = per_row * (cell_w + pad) + pad
     node_h = title_h + rows * (cell_h + pad) + pad
     width = node_w + 2 * pad
@@ -165,13 +185,14 @@ def render_svg(topo: Topology, cluster: Cluster, color_by: str = "pp") -> str:
         f"<title>{escape(str(topo))}</title>",
         f'<rect width="{width}" height="{height}" fill="white"/>',
     ]
-    for index, (node, slots) in enumerate(nodes):
+    for index, (node, slots, idle) in enumerate(nodes):
         y0 = pad + index * (node_h + pad)
         out.append(
             f'<rect x="{pad}" y="{y0}" width="{node_w}" height="{node_h}" rx="6" '
             f'fill="#f5f5f5" stroke="#333"/>'
         )
-        out.append(f'<text x="{pad + 8}" y="{y0 + 16}" font-weight="bold">node {node}</text>')
+        more = f" (+ {idle} GPUs outside this layout)" if idle else ""
+        out.append(f'<text x="{pad + 8}" y="{y0 + 16}" font-weight="bold">node {node}{more}</text>')
         for slot_index, slot in enumerate(slots):
             x = 2 * pad + (slot_index % per_row) * (cell_w + pad)
             y = y0 + title_h + (slot_index // per_row) * (cell_h + pad)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import EXIT_OK, CliError, add_cluster_arguments, add_output_arguments, write_json
+from .common import (
+    EXIT_OK,
+    CliError,
+    Once,
+    add_cluster_arguments,
+    add_output_arguments,
+    int_type,
+    write_json,
+)
 
 __all__ = ["register"]
 
@@ -24,22 +32,36 @@ def register(subparsers: Any) -> None:
         "--world-size",
         "-w",
         dest="world_size",
-        type=int,
+        type=int_type("world_size"),
+        action=Once,
         metavar="N",
         help="number of ranks (default: nodes x gpus-per-node)",
     )
-    parser.add_argument("--model", required=True, help="a model preset or a JSON file")
-    parser.add_argument("--hardware", default="h100", help="toy, h100 or a100 (default h100)")
-    parser.add_argument("--top", type=int, default=5, metavar="K", help="layouts to list (5)")
+    parser.add_argument("--model", required=True, action=Once, help="a model preset or a JSON file")
+    parser.add_argument(
+        "--hardware", default="h100", action=Once, help="toy, h100 or a100 (default h100)"
+    )
+    parser.add_argument(
+        "--top",
+        type=int_type("top"),
+        default=5,
+        action=Once,
+        metavar="K",
+        help="layouts to list (5)",
+    )
     parser.add_argument(
         "--max-tp",
         dest="max_tp",
-        type=int,
+        type=int_type("max_tp"),
+        action=Once,
         metavar="N",
         help="largest tp to try (default: the NVLink domain)",
     )
     parser.add_argument(
-        "--plot", metavar="FILE", help="write a .png or .svg of the step time by dimension"
+        "--plot",
+        action=Once,
+        metavar="FILE",
+        help="write a .png or .svg of the step time by dimension",
     )
     add_cluster_arguments(parser, required=True)
     add_output_arguments(parser)

@@ -8,6 +8,7 @@ from typing import Any
 from .common import (
     EXIT_OK,
     CliError,
+    Once,
     add_cluster_arguments,
     add_layout_arguments,
     add_output_arguments,
@@ -31,13 +32,19 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--scenario",
         choices=("0d", "1d", "2d", "3d", "4d", "all"),
+        action=Once,
         help="one of seed 003's toy scenarios, or all of them side by side (ignores the layout "
         "flags)",
     )
     parser.add_argument(
-        "--model", default="llama-7b", help="a model preset or a JSON file (default llama-7b)"
+        "--model",
+        default="llama-7b",
+        action=Once,
+        help="a model preset or a JSON file (default llama-7b)",
     )
-    parser.add_argument("--hardware", default="h100", help="toy, h100 or a100 (default h100)")
+    parser.add_argument(
+        "--hardware", default="h100", action=Once, help="toy, h100 or a100 (default h100)"
+    )
     add_layout_arguments(parser)
     add_cluster_arguments(parser)
     add_output_arguments(parser)
