@@ -360,3 +360,16 @@ def test_irregular_kind_communicators_equal_brute_force() -> None:
     """Communicator counts of a layout with an irregular kind equal enumeration."""
     everything = {frozenset(g) for k in IRREGULAR.kinds for g in IRREGULAR.groups(k) if len(g) > 1}
     assert communicators(IRREGULAR).all == len(everything)
+
+
+def test_irregular_chunks_that_equal_other_groups_count_once() -> None:
+    """intra-dp-cp chunks that coincide with some ep groups are counted once, per rank too."""
+    topo = Topology(36, tp=3, cp=6, ep=4, etp=1, order="cp-tp-ep-dp-pp", dist_opt_instances=3)
+    everything = {frozenset(g) for k in topo.kinds for g in topo.groups(k) if len(g) > 1}
+    per_rank = [
+        len({frozenset(topo.group_of(r, k)) for k in topo.kinds if topo.size(k) > 1})
+        for r in range(36)
+    ]
+    counts = communicators(topo)
+    assert counts.all == len(everything)
+    assert (counts.per_rank_min, counts.per_rank_max) == (min(per_rank), max(per_rank))

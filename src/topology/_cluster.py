@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from ._checks import check_size
+from ._checks import check_size, show
 from ._errors import TopologyError
 
 __all__ = ["Cluster"]
@@ -50,7 +50,7 @@ class Cluster:
     def node_of(self, rank: int) -> int:
         """The node that runs ``rank``."""
         if type(rank) is not int or rank < 0:
-            raise TopologyError(f"rank must be a non-negative int, got {rank!r}")
+            raise TopologyError(f"rank must be a non-negative int, got {show(rank)}")
         return rank // self.gpus_per_node
 
     def local_gpu(self, rank: int) -> int:

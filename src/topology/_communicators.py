@@ -4,14 +4,32 @@ Two kinds share a communicator when they give every rank the same rank set (with
 ``dp-cp`` is ``dp``); their groups are translates of the same offset set, so comparing the
 canonical form of that set (:attr:`Shape.key`) decides it for all ranks at once. A singleton
 group never needs a communicator.
+
+A kind without such a form (an ``intra-dp-cp`` chunk that cuts an axis unevenly) is compared
+group by group, but only for the groups that cut one parent group (the others are translates);
+rank sets of more than ``_COMPARE_LIMIT`` ranks are compared by their aligned pieces
+(:meth:`Ranks.blocks`), so nothing large is ever enumerated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 
+from ._fields import pairs, whole
+from ._groups import Ranks
 from ._placement import shape_of
 from ._topology import Topology
+
+_COMPARE_LIMIT = 1 << 16
+"""Rank sets up to this size are compared rank by rank; larger ones by their structure."""
+
+_SAMPLE_CHUNKS = 64
+"""At most this many groups of an irregular kind per parent group are compared."""
+
+_EXACT_WORLD = 1 << 10
+"""Layouts with an irregular kind are compared on every group and rank up to this world size."""
 
 __all__ = ["Communicators", "communicators", "megatron_new_group_calls"]
 
@@ -34,12 +52,12 @@ class Communicators:
     (6, 30, 137)
     """
 
-    per_rank_min: int
-    per_rank_max: int
-    all: int
-    local: int
-    megatron: int
-    shared: tuple[tuple[str, str], ...]
+    per_rank_min: int = attrs.field(validator=whole(0))
+    per_rank_max: int = attrs.field(validator=whole(0))
+    all: int = attrs.field(validator=whole(0))
+    local: int = attrs.field(validator=whole(0))
+    megatron: int = attrs.field(validator=whole(0))
+    shared: tuple[tuple[str, str], ...] = attrs.field(validator=pairs(str))
 
     def to_dict(self) -> dict[str, object]:
         """JSON-safe form (``shared`` as a mapping kind -> earlier kind)."""
@@ -69,7 +87,17 @@ def _same(topo: Topology, keys: dict[str, object], kind: str, other: str, rank: 
         return False
     if not (topo.has_group(rank, kind) and topo.has_group(rank, other)):
         return False
-    return set(topo.group_of(rank, kind)) == set(topo.group_of(rank, other))
+    return _same_set(topo._ranks_of(rank, kind), topo._ranks_of(rank, other))
+
+
+def _same_set(one: Ranks, other: Ranks) -> bool:
+    """True if two ascending groups hold the same ranks (by structure when they are large)."""
+    if len(one) != len(other):
+        return False
+    if len(one) <= _COMPARE_LIMIT:
+        return one == other
+    pieces = one.blocks()
+    return pieces is not None and pieces == other.blocks()
 
 
 def rank_communicators(topo: Topology, rank: int) -> tuple[str, ...]:
@@ -78,7 +106,10 @@ def rank_communicators(topo: Topology, rank: int) -> tuple[str, ...]:
     >>> rank_communicators(Topology(8, tp=2, pp=2), 0)
     ('dp-cp', 'tp-pp', 'tp', 'pp', 'tp-dp-cp')
     """
-    keys = _keys(topo)
+    return _rank_communicators(topo, _keys(topo), rank)
+
+
+def _rank_communicators(topo: Topology, keys: dict[str, object], rank: int) -> tuple[str, ...]:
     chosen: list[str] = []
     for kind in topo.kinds:
         if topo.size(kind) == 1 or not topo.has_group(rank, kind):
@@ -88,12 +119,38 @@ def rank_communicators(topo: Topology, rank: int) -> tuple[str, ...]:
     return tuple(chosen)
 
 
+def _per_parent(topo: Topology, kind: str) -> int:
+    """How many groups of an irregular kind cut one parent group (dp-cp, edp or the world).
+
+    Groups ``k * n .. k * n + n - 1`` cut parent group ``k`` the same way, and parent groups
+    are translates of each other, so what holds for the first ``n`` groups holds for all.
+    """
+    instances = topo.dist_opt_instances
+    return topo.edp // instances if kind == "inter-edp" else instances
+
+
+def _spread(count: int, limit: int = _SAMPLE_CHUNKS) -> list[int]:
+    """``range(count)``, or ``limit`` evenly spread indices of it (first and last included)."""
+    if count <= limit:
+        return list(range(count))
+    return sorted({i * (count - 1) // (limit - 1) for i in range(limit)})
+
+
 def communicators(topo: Topology) -> Communicators:
-    """Count communicators per rank and per strategy; see :class:`Communicators`."""
+    """Count communicators per rank and per strategy; see :class:`Communicators`.
+
+    Regular kinds are compared by their keys. A group of an irregular kind is new when it
+    equals no group of another distinct kind (regular ones wherever they come in the order,
+    irregular ones that come earlier). Up to ``_EXACT_WORLD`` ranks every group and rank is
+    compared; beyond, the groups that cut the first parent group (at most 64 of them) stand
+    for all, scaled up, and per-rank counts come from sample ranks (an estimate only for the
+    rare layouts whose groups of other kinds cut the parents unevenly too).
+    """
     keys = _keys(topo)
     chosen: list[str] = []
     shared = []
     total = 0
+    irregular: list[str] = []
     for kind in topo.kinds:
         if topo.size(kind) == 1:
             continue
@@ -105,23 +162,38 @@ def communicators(topo: Topology) -> Communicators:
             else:
                 shared.append((kind, twin))
             continue
-        # Irregular: compare each group with the earlier kinds' groups of its first rank.
-        twins = set()
-        fresh = 0
-        for group in topo.groups(kind):
-            twin = next((k for k in chosen if _same(topo, keys, kind, k, group[0])), None)
-            if twin is None:
-                fresh += 1
-            twins.add(twin)
-        total += fresh
-        if twins == {None} or len(twins) > 1:
-            chosen.append(kind)
-        else:
+        groups = topo.groups(kind)
+        every = topo.world_size <= _EXACT_WORLD
+        indices = (
+            range(len(groups)) if every else _spread(min(len(groups), _per_parent(topo, kind)))
+        )
+        firsts = [groups.ranks(i)[0] for i in indices]
+        twins = {
+            next((k for k in chosen if _same(topo, keys, kind, k, first)), None) for first in firsts
+        }
+        if len(twins) == 1 and None not in twins:
             shared.append((kind, str(twins.pop())))
-    per_rank = []
-    for stage in sorted({0, topo.pp - 1, *_middle(topo)}):
-        rank = topo.dense.rank(**{**{a: 0 for a in topo.dense.axes}, "pp": stage})
-        per_rank.append(len(rank_communicators(topo, rank)))
+        else:
+            chosen.append(kind)
+            irregular.append(kind)
+    for kind in irregular:
+        groups = topo.groups(kind)
+        others = [
+            k
+            for k in chosen
+            if k != kind and (keys[k] is not None or k in irregular[: irregular.index(kind)])
+        ]
+        every = topo.world_size <= _EXACT_WORLD
+        per_parent = len(groups) if every else min(len(groups), _per_parent(topo, kind))
+        sample = range(per_parent) if every else _spread(per_parent)
+        fresh = sum(
+            not any(_same(topo, keys, kind, k, groups.ranks(i)[0]) for k in others) for i in sample
+        )
+        total += len(groups) // per_parent * per_parent * fresh // len(sample)
+    ranks: Iterable[int] = _sample_ranks(topo, irregular)
+    if irregular and topo.world_size <= _EXACT_WORLD:
+        ranks = range(topo.rank_offset, topo.rank_offset + topo.world_size)
+    per_rank = [len(_rank_communicators(topo, keys, rank)) for rank in ranks]
     return Communicators(
         per_rank_min=min(per_rank),
         per_rank_max=max(per_rank),
@@ -132,14 +204,34 @@ def communicators(topo: Topology) -> Communicators:
     )
 
 
+def _sample_ranks(topo: Topology, irregular: list[str]) -> list[int]:
+    """Ranks whose counts cover every rank's: one per stage class, and for each irregular kind
+    the first rank of each group that cuts that rank's parent group."""
+    ranks = []
+    for stage in sorted({0, topo.pp - 1, *_middle(topo)}):
+        rank = topo.dense.rank(**{**{a: 0 for a in topo.dense.axes}, "pp": stage})
+        ranks.append(rank)
+        for kind in irregular:
+            groups = topo.groups(kind)
+            per_parent = min(len(groups), _per_parent(topo, kind))
+            start = topo.group_index(rank, kind) // per_parent * per_parent
+            ranks += [groups.ranks(start + j)[0] for j in _spread(per_parent)]
+    return ranks
+
+
 def _middle(topo: Topology) -> set[int]:
-    """One stage of each embedding-membership class (at most four stages matter)."""
+    """The first stage of each embedding-membership class (at most four stages matter).
+
+    Only the listed stages and the first stage listed nowhere can be first of a class, so the
+    cost is the length of the stage lists, not pp.
+    """
+    listed = sorted({*topo.embedding_stages, *topo.position_embedding_stages})
+    outside = next((s for s, t in enumerate(listed) if s != t), len(listed))
+    candidates = sorted({*listed, *([outside] if outside < topo.pp else [])})
     classes: dict[tuple[bool, bool], int] = {}
-    for stage in range(topo.pp):
+    for stage in candidates:
         member = (stage in topo.embedding_stages, stage in topo.position_embedding_stages)
         classes.setdefault(member, stage)
-        if len(classes) == 4:
-            break
     return set(classes.values())
 
 

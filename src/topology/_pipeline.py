@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
+from ._checks import show
 from ._errors import TopologyError
+from ._fields import flag, whole
+from ._groups import Ranks
 
 __all__ = ["MAX_LAYERS", "Pipeline", "virtual_layers"]
 
@@ -14,9 +18,16 @@ MAX_LAYERS = 2**20
 """``layers()`` lists every layer index, so the count is bounded."""
 
 
+def _as_ranks(ranks: Sequence[int]) -> Ranks:
+    return Ranks.of(ranks)
+
+
 @attrs.frozen
 class Pipeline:
     """Where one rank sits in its pipeline, with Megatron's wrap-around neighbours.
+
+    ``ranks`` is the pipeline as a lazy :class:`Ranks` (it equals the tuple of its ranks), so
+    a view costs O(1) memory however many stages there are.
 
     >>> from topology import Topology
     >>> view = Topology(16, tp=2, pp=4).pipeline(12)
@@ -24,11 +35,18 @@ class Pipeline:
     (3, (0, 4, 8, 12), 0, 8, True, True)
     """
 
-    rank: int
-    stage: int
-    ranks: tuple[int, ...]
-    in_embedding: bool
-    in_position_embedding: bool
+    rank: int = attrs.field(validator=whole(0))
+    stage: int = attrs.field(validator=whole(0))
+    ranks: Ranks = attrs.field(converter=_as_ranks)
+    in_embedding: bool = attrs.field(validator=flag)
+    in_position_embedding: bool = attrs.field(validator=flag)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.stage < len(self.ranks) or self.ranks[self.stage] != self.rank:
+            raise TopologyError(
+                f"Pipeline stage {show(self.stage)} of ranks {show(self.ranks)} is not rank "
+                f"{show(self.rank)}; give the rank's own stage in its pipeline"
+            )
 
     @property
     def num_stages(self) -> int:
@@ -66,12 +84,13 @@ class Pipeline:
         return self.ranks[(self.stage - 1) % len(self.ranks)]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict of every fact above."""
+        """A JSON-safe dict of every fact above; ``ranks`` is a list up to 1024 stages, else a
+        summary (``size``, ``first``, ``last``, ``runs``; see docs/cli.md)."""
         return {
             "rank": self.rank,
             "stage": self.stage,
             "num_stages": self.num_stages,
-            "ranks": list(self.ranks),
+            "ranks": self.ranks.to_json(),
             "first": self.first,
             "last": self.last,
             "is_first": self.is_first,
@@ -98,14 +117,14 @@ def virtual_layers(
     """
     chunks = vpp or 1
     if type(stage) is not int or not 0 <= stage < pp:
-        raise TopologyError(f"stage {stage!r} is out of range; valid stages: 0 to {pp - 1}")
+        raise TopologyError(f"stage {show(stage)} is out of range; valid stages: 0 to {pp - 1}")
     if type(num_layers) is int and num_layers > MAX_LAYERS:
         raise TopologyError(
-            f"num_layers {num_layers} is more than {MAX_LAYERS}, the most layers placed here"
+            f"num_layers {show(num_layers)} is more than {MAX_LAYERS}, the most layers placed here"
         )
     if type(num_layers) is not int or num_layers < 1 or num_layers % (pp * chunks):
         raise TopologyError(
-            f"num_layers {num_layers!r} is not divisible by pp({pp}) * vpp({chunks}) = "
+            f"num_layers {show(num_layers)} is not divisible by pp({pp}) * vpp({chunks}) = "
             f"{pp * chunks}; use a positive multiple of {pp * chunks}"
         )
     per_chunk = num_layers // (pp * chunks)

@@ -8,13 +8,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
+from ._checks import show
 from ._cluster import Cluster
 from ._communicators import Communicators, communicators
 from ._errors import TopologyError
+from ._fields import instance, text, tuple_of
+from ._groups import Ranks
 from ._placement import Placement, placements
 from ._topology import Topology
 
@@ -26,28 +30,39 @@ SEVERITIES = ("error", "warning", "info")
 
 def _severity(_: object, __: object, value: str) -> None:
     if value not in SEVERITIES:
-        raise TopologyError(f"severity must be one of {', '.join(SEVERITIES)}, got {value!r}")
+        raise TopologyError(f"severity must be one of {', '.join(SEVERITIES)}, got {show(value)}")
 
 
-def _ranks(value: Any) -> tuple[int, ...]:
+_REPR_MESSAGE = 600
+"""A Finding's repr shows at most this many characters of its message."""
+
+
+def _ranks(value: Any) -> Sequence[int]:
+    if isinstance(value, (Ranks, range)):
+        return Ranks.of(value)
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        raise TopologyError(f"Finding.example must be a sequence of ranks, got {show(value)}")
+    if any(type(r) is not int for r in value):
+        raise TopologyError(f"Finding.example must hold int ranks, got {show(value)}")
     return tuple(value)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Finding:
     """One thing a launch would regret: a severity, a stable code, a message and an example.
 
     ``code`` never changes between releases (scripts may match on it); ``example`` is one
-    group that shows the problem (empty when the finding is about the whole layout).
+    group that shows the problem (empty when the finding is about the whole layout): a tuple,
+    or a lazy :class:`Ranks` (equal to the tuple of its ranks) for groups found by ``check``.
 
     >>> Finding("warning", "partial-node", "world_size 12 is not a multiple of 8", (8, 9)).ok
     True
     """
 
     severity: str = attrs.field(validator=_severity)
-    code: str
-    message: str
-    example: tuple[int, ...] = attrs.field(default=(), converter=_ranks)
+    code: str = attrs.field(validator=text)
+    message: str = attrs.field(validator=text)
+    example: Sequence[int] = attrs.field(default=(), converter=_ranks)
 
     @property
     def ok(self) -> bool:
@@ -65,8 +80,19 @@ class Finding:
             "example_size": len(self.example),
         }
 
+    def __repr__(self) -> str:
+        message = self.message
+        if len(message) > _REPR_MESSAGE:
+            message = message[: _REPR_MESSAGE - 1] + "…"
+        example = self.example
+        if isinstance(example, Ranks) or len(example) <= 16:
+            shown = repr(example)
+        else:
+            shown = f"<{len(example)} ranks: {', '.join(map(str, example[:4]))}, …, {example[-1]}>"
+        return f"Finding({self.severity!r}, {self.code[:80]!r}, {message!r}, {shown})"
 
-@attrs.frozen
+
+@attrs.frozen(repr=False)
 class Report:
     """Everything :func:`check` found: findings, a placement row per kind, communicator counts.
 
@@ -76,11 +102,11 @@ class Report:
     (True, True, 4)
     """
 
-    topology: Topology
-    cluster: Cluster
-    findings: tuple[Finding, ...]
-    placements: tuple[Placement, ...]
-    communicators: Communicators
+    topology: Topology = attrs.field(validator=instance(Topology))
+    cluster: Cluster = attrs.field(validator=instance(Cluster))
+    findings: tuple[Finding, ...] = attrs.field(validator=tuple_of(Finding))
+    placements: tuple[Placement, ...] = attrs.field(validator=tuple_of(Placement))
+    communicators: Communicators = attrs.field(validator=instance(Communicators))
 
     @property
     def ok(self) -> bool:
@@ -105,6 +131,14 @@ class Report:
     def codes(self) -> tuple[str, ...]:
         """The codes of all findings, in order."""
         return tuple(f.code for f in self.findings)
+
+    def __repr__(self) -> str:
+        codes = ", ".join(code[:40] for code in self.codes()[:12])
+        more = f", … {len(self.findings) - 12} more" if len(self.findings) > 12 else ""
+        return (
+            f"Report(ok={self.ok}, topology={self.topology!r}, cluster={self.cluster!r}, "
+            f"findings=[{codes}{more}], placements=<{len(self.placements)} kinds>)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe report; the schema is documented in ``docs/cli.md``."""
@@ -153,7 +187,9 @@ def check(topology: Topology, cluster: Cluster, *, max_communicators: int = 32) 
             "use e.g. Cluster(gpus_per_node=8)"
         )
     if type(max_communicators) is not int or max_communicators < 1:
-        raise TopologyError(f"max_communicators must be a positive int, got {max_communicators!r}")
+        raise TopologyError(
+            f"max_communicators must be a positive int, got {show(max_communicators)}"
+        )
     rows = placements(topology, cluster)
     counts = communicators(topology)
     findings = run_rules(topology, cluster, rows, counts, max_communicators)

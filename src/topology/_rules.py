@@ -124,7 +124,7 @@ def _partial_node(ctx: _Context) -> list[Finding]:
             "partial-node",
             f"world_size {world} is not a multiple of gpus_per_node {gpus}: one node runs only "
             f"{used} of its {gpus} GPUs; use a multiple of {gpus}",
-            tuple(range(start, start + used)),
+            range(start, start + used),
         )
     ]
 
@@ -142,7 +142,7 @@ def _rank_offset(ctx: _Context) -> list[Finding]:
             f"rank_offset {offset} is not a multiple of gpus_per_node {gpus}, so the layout "
             f"starts mid-node and shares node {offset // gpus} with other work; use rank_offset "
             f"{aligned} or {aligned + gpus}",
-            tuple(range(aligned, aligned + gpus)),
+            range(aligned, aligned + gpus),
         )
     ]
 

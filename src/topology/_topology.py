@@ -7,9 +7,10 @@ from typing import Any
 
 import attrs
 
+from ._checks import show
 from ._errors import TopologyError
 from ._grid import Grid
-from ._groups import DerivedGroups, OrthogonalGroups
+from ._groups import DerivedGroups, OrthogonalGroups, Positions, Ranks, compress
 from ._hierarchy import level_grid
 from ._kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
 from ._pipeline import Pipeline, virtual_layers
@@ -140,10 +141,10 @@ class Topology:
                 f"a topology must be a mapping of fields, got {type(data).__name__}"
             )
         fields = [f.name for f in attrs.fields(cls) if f.init]
-        unknown = sorted(str(key) for key in data if key not in fields)
+        unknown = sorted(show(key) for key in data if key not in fields)
         if unknown:
             raise TopologyError(
-                f"unknown topology field {unknown[0]!r}; valid fields: {', '.join(fields)}"
+                f"unknown topology field {unknown[0]}; valid fields: {', '.join(fields)}"
             )
         if "world_size" not in data:
             raise TopologyError("a topology needs 'world_size', e.g. {\"world_size\": 8}")
@@ -332,7 +333,7 @@ class Topology:
         if kind == "inter-edp":
             return group * width + position % width, position // width
         index = position // width
-        return index, self._derived_groups(kind)[index].index(rank)
+        return index, self._derived_groups(kind).ranks(index).index(rank)
 
     def has_group(self, rank: int, kind: str) -> bool:
         """True if ``rank`` belongs to some group of ``kind`` (only embeddings can say no)."""
@@ -356,7 +357,7 @@ class Topology:
         return Pipeline(
             rank=rank,
             stage=stage,
-            ranks=self._dense.group_of(rank, "pp"),
+            ranks=self._ranks_of(rank, "pp"),
             in_embedding=stage in self.embedding_stages,
             in_position_embedding=stage in self.position_embedding_stages,
         )
@@ -399,11 +400,14 @@ class Topology:
         return True
 
     def rank_info(self, rank: int) -> RankInfo:
-        """Everything about one rank: coordinates, every kind's group and position, pipeline."""
+        """Everything about one rank: coordinates, every kind's group and position, pipeline.
+
+        Groups are lazy :class:`Ranks`, so this costs O(kinds * axes) at any world size.
+        """
         self._dense._check_rank(rank)
-        groups: dict[str, tuple[int, ...] | None] = {}
+        groups: dict[str, Ranks | None] = {}
         for kind in self.kinds:
-            groups[kind] = self.group_of(rank, kind) if self.has_group(rank, kind) else None
+            groups[kind] = self._ranks_of(rank, kind) if self.has_group(rank, kind) else None
         return RankInfo(
             rank=rank,
             dense=tuple(self._dense.coord(rank).items()),
@@ -423,25 +427,26 @@ class Topology:
 
     def _kind(self, kind: object) -> str:
         if not isinstance(kind, str):
-            raise TopologyError(f"kind must be a string like 'tp', got {kind!r}")
+            raise TopologyError(f"kind must be a string like 'tp', got {show(kind)}")
         name = canonical_kind(kind)
         if name not in self.kinds:
-            raise TopologyError(f"unknown kind {kind!r}; valid kinds: {', '.join(self.kinds)}")
+            raise TopologyError(f"unknown kind {show(kind)}; valid kinds: {', '.join(self.kinds)}")
         return name
 
     def _vp(self, vp_stage: object) -> int:
         vpp = self.vpp or 1
         if type(vp_stage) is not int or not 0 <= vp_stage < vpp:
             raise TopologyError(
-                f"vp_stage {vp_stage!r} is out of range; valid: 0 to {vpp - 1} (vpp={vpp})"
+                f"vp_stage {show(vp_stage)} is out of range; valid: 0 to {vpp - 1} (vpp={vpp})"
             )
         return vp_stage
 
     def _derived_groups(self, kind: str) -> DerivedGroups:
+        """The groups of a kind that is no plain set of axes, each built as a lazy Ranks."""
         if kind in ("embedding", "position-embedding"):
             stages = self._stages(kind)
             pp_groups = self._dense.groups("pp")
-            return DerivedGroups(len(pp_groups), lambda i: tuple(pp_groups[i][s] for s in stages))
+            return DerivedGroups(len(pp_groups), lambda i: pp_groups.ranks(i).take(stages))
         if kind.startswith("hcp-"):
             level = int(kind[4:])
             cp_groups = self._dense.groups("cp")
@@ -449,7 +454,7 @@ class Topology:
             per = len(levels)
             return DerivedGroups(
                 len(cp_groups) * per,
-                lambda i: _pick(cp_groups[i // per], levels[i % per]),
+                lambda i: cp_groups.ranks(i // per).take(_positions(levels.ranks(i % per))),
             )
         instances = self.dist_opt_instances
         if kind == "intra-dp-cp":
@@ -457,32 +462,40 @@ class Topology:
             width = dp_cp.group_size // instances
             return DerivedGroups(
                 len(dp_cp) * instances,
-                lambda i: dp_cp[i // instances][(i % instances) * width :][:width],
+                lambda i: dp_cp.ranks(i // instances).take(_chunk(i % instances, width)),
             )
         edp_groups = self.groups("edp")
         width = self.edp // instances
         if kind == "intra-edp":
             return DerivedGroups(
                 len(edp_groups) * instances,
-                lambda i: edp_groups[i // instances][(i % instances) * width :][:width],
+                lambda i: edp_groups.ranks(i // instances).take(_chunk(i % instances, width)),
             )
         if kind == "inter-edp":
+            edp = self.edp
             return DerivedGroups(
                 len(edp_groups) * width,
-                lambda i: edp_groups[i // width][i % width :: width],
+                lambda i: edp_groups.ranks(i // width).take(range(i % width, edp, width)),
             )
         # intra-dist-opt: consecutive blocks of `width` etp-ep-pp groups, i.e. the ranks whose
         # edp coordinate lies in one block.
         model_groups = self.groups("etp-ep-pp")
-        return DerivedGroups(
-            instances,
-            lambda i: tuple(
-                sorted(r for g in range(i * width, (i + 1) * width) for r in model_groups[g])
-            ),
-        )
+        assert isinstance(model_groups, OrthogonalGroups)  # a grid kind
+        return DerivedGroups(instances, lambda i: _union_block(model_groups, i, width))
 
     def _derived_group_of(self, rank: int, kind: str) -> tuple[int, ...]:
         return self._derived_groups(kind)[self.locate(rank, kind)[0]]
+
+    def _ranks_of(self, rank: int, kind: str) -> Ranks:
+        """``group_of(rank, kind)`` as a lazy :class:`Ranks`, in O(number of axes)."""
+        kind = self._kind(kind)
+        self._dense._check_rank(rank)
+        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
+            grid, axes = self._grid_kind(kind)
+            found = grid.groups(*axes).ranks_of(rank)
+            assert found is not None  # the rank was checked above
+            return found
+        return self._derived_groups(kind).ranks(self.locate(rank, kind)[0])
 
     def _check_embedding_member(self, rank: int, kind: str) -> tuple[int, ...]:
         stages = self._stages(kind)
@@ -533,7 +546,9 @@ class Topology:
             "position_embedding_stages": (self.position_embedding_stages, (0,)),
         }
         parts += [
-            f"{name}={value!r}" for name, (value, default) in optional.items() if value != default
+            f"{name}={_short(value) if isinstance(value, tuple) else repr(value)}"
+            for name, (value, default) in optional.items()
+            if value != default
         ]
         return f"Topology({', '.join(parts)})"
 
@@ -543,5 +558,39 @@ def _grid_locate(grid: Grid, axes: tuple[str, ...], rank: int) -> tuple[int, int
     return index or 0, grid.index_in_group(rank, *axes)
 
 
-def _pick(ranks: Sequence[int], positions: Sequence[int]) -> tuple[int, ...]:
-    return tuple(ranks[p] for p in positions)
+def _chunk(index: int, width: int) -> range:
+    return range(index * width, (index + 1) * width)
+
+
+def _positions(group: Ranks) -> Positions:
+    """A group of positions as a range when it is one run, else as a tuple."""
+    whole = group.runs
+    if whole is not None and len(whole[1]) <= 1:
+        first, runs = whole
+        size, stride = runs[0] if runs else (1, 1)
+        return range(first, first + size * stride, stride)
+    return tuple(group)
+
+
+def _union_block(model_groups: OrthogonalGroups, index: int, width: int) -> Sequence[int]:
+    """The union of model groups ``index * width .. (index + 1) * width - 1``, ascending.
+
+    When the block of group indices is one aligned piece of the groups' outer runs, the union
+    is those runs plus the groups' own runs (both are digits of one grid); otherwise (an
+    uneven block of a dense-only layout) it is enumerated.
+    """
+    offset, inner, outer = model_groups.structure
+    pieces = Ranks(0, outer).take(_chunk(index, width)).blocks()
+    if pieces is not None and len(pieces) == 1:
+        first, block = pieces[0]
+        runs = sorted((*inner, *block), key=lambda run: run[1])
+        return Ranks(offset + first, compress([s for s, _ in runs], [d for _, d in runs]))
+    members = range(index * width, (index + 1) * width)
+    return tuple(sorted(r for g in members for r in model_groups[g]))
+
+
+def _short(values: tuple[int, ...]) -> str:
+    """``repr(values)``, or its ends and length when it is long."""
+    if len(values) <= 16:
+        return repr(values)
+    return f"<{len(values)} items: {values[0]}, {values[1]}, {values[2]}, …, {values[-1]}>"
