@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -24,6 +28,8 @@ from topology.cost import (
     all_reduce,
     all_to_all,
     estimate,
+    load_hardware,
+    load_model,
     p2p,
     reduce_scatter,
     scenario,
@@ -149,7 +155,7 @@ def test_crossing_agrees_with_enumerating_groups(topology: Topology, gpus: int, 
 @given(st.sampled_from([2, 3, 4]), st.sampled_from([1, 2]), st.sampled_from([1, 2, 4]))
 def test_virtual_stages_divide_the_bubble(pp: int, tp: int, vpp: int) -> None:
     """Interleaving vpp chunks per stage divides the bubble by vpp, all else equal."""
-    work = Workload("w", samples=16, micro_batch=1, compute=24.0, gradient=8.0, layers=24)
+    work = Workload("w", samples=16, micro_batch=1, compute=24.0, gradient=8.0, layers=48)
     plain = estimate(Topology(pp * tp * 2, tp=tp, pp=pp), Cluster(4), work, TOY_GPU)
     chunked = estimate(Topology(pp * tp * 2, tp=tp, pp=pp, vpp=vpp), Cluster(4), work, TOY_GPU)
     assert chunked.bubble == pytest.approx(plain.bubble / vpp)
@@ -363,5 +369,238 @@ def test_model_rejects_more_experts_than_parameters() -> None:
 
 def test_link_rejects_zero_bandwidth() -> None:
     """A link needs a positive bandwidth."""
-    with pytest.raises(TopologyError, match="bandwidth must be a positive number, got 0"):
+    with pytest.raises(TopologyError, match="bandwidth must be a finite number > 0, got 0"):
         Link(latency=0.0, bandwidth=0)
+
+
+# -- invalid inputs: one exception family, messages that name the field ------------------------
+
+SMALL = Model("small", 1e6, layers=4, hidden=64, sequence_length=128, global_batch=16)
+
+
+def _model(**changes: Any) -> Model:
+    fields = {**SMALL.to_dict(), **changes}
+    return Model(**fields)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"parameters": math.inf}, "parameters must be a finite number >= 0, got inf"),
+        ({"parameters": math.nan}, "parameters must be a finite number >= 0, got nan"),
+        ({"parameters": -1}, "parameters must be a finite number >= 0, got -1"),
+        ({"parameters": "1e9"}, "parameters must be a finite number >= 0, got '1e9'"),
+        ({"expert_parameters": -0.5}, "expert_parameters must be a finite number >= 0, got -0.5"),
+        ({"layers": 0}, "layers must be an int from 1 to 2**53, got 0"),
+        ({"hidden": 2**60}, "hidden must be an int from 1 to 2**53, got 1152921504606846976"),
+        ({"global_batch": 2.0}, "global_batch must be an int from 1 to 2**53, got 2.0"),
+        ({"name": None}, "name must be a non-empty string, got None"),
+        ({"micro_batch": 3}, "global_batch (16) must be a multiple of micro_batch (3)"),
+        (
+            {"parameters": 1e308, "sequence_length": 2**40},
+            "model 'small' is too large to cost (compute must be a finite number >= 0, got inf)",
+        ),
+    ],
+)
+def test_model_rejects_bad_numbers(changes: dict[str, Any], message: str) -> None:
+    """Non-finite, negative, ill-typed and inconsistent model numbers name the field."""
+    with pytest.raises(TopologyError, match=re.escape(message)):
+        _model(**changes)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"compute": math.inf}, "compute must be a finite number >= 0, got inf"),
+        ({"gradient": -1.0}, "gradient must be a finite number >= 0, got -1.0"),
+        (
+            {"optimizer_bytes_per_weight_byte": math.nan},
+            "optimizer_bytes_per_weight_byte must be a finite number >= 0, got nan",
+        ),
+        ({"weight_bytes": -1}, "weight_bytes must be a finite number >= 0, got -1"),
+        ({"samples": 10, "micro_batch": 4}, "samples (10) must be a multiple of micro_batch (4)"),
+        ({"tp_collectives": -1}, "tp_collectives must be an int from 0 to 2**53, got -1"),
+    ],
+)
+def test_workload_rejects_bad_numbers(changes: dict[str, Any], message: str) -> None:
+    """Workload fields are finite, non-negative and consistent."""
+    fields = {"samples": 16, "micro_batch": 1, "compute": 1.0, "gradient": 1.0, **changes}
+    with pytest.raises(TopologyError, match=re.escape(message)):
+        Workload("w", **fields)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Link(math.inf, 1.0), "latency must be a finite number >= 0, got inf"),
+        (lambda: Link(0.0, math.nan), "bandwidth must be a finite number > 0, got nan"),
+        (
+            lambda: Hardware("h", 1.0, intra=None, inter=TOY_GPU.inter),  # type: ignore[arg-type]
+            "intra must be a Link, e.g. Link(5e-6, 450e9), got None (NoneType)",
+        ),
+        (
+            lambda: Hardware("h", 1.0, TOY_GPU.intra, TOY_GPU.inter, memory=-1),
+            "memory must be a finite number > 0, got -1",
+        ),
+        (
+            lambda: Hardware("h", 5e-324, TOY_GPU.intra, TOY_GPU.inter, efficiency=0.5),
+            "compute_rate (5e-324) * efficiency (0.5) is 0 in floating point",
+        ),
+    ],
+)
+def test_hardware_rejects_bad_numbers(build: Callable[[], object], message: str) -> None:
+    """Links and hardware take finite positive rates and real Link values."""
+    with pytest.raises(TopologyError, match=re.escape(message)):
+        build()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: all_reduce(None, 2, 1.0), "link must be a Link, e.g. TOY_GPU.intra, got None"),  # type: ignore[arg-type]
+        (lambda: all_gather(TOY_GPU.intra, "2", 1.0), "n must be an int from 1 to 2**53, got '2'"),  # type: ignore[arg-type]
+        (lambda: p2p(TOY_GPU.intra, math.inf), "size must be a finite number >= 0, got inf"),
+        (lambda: TOY_GPU.intra.time(-1.0), "size must be a finite number >= 0, got -1.0"),
+        (lambda: TOY_GPU.link(1), "crosses_nodes must be True or False, got 1"),  # type: ignore[arg-type]
+        (lambda: TOY_WORKLOAD.micro_batches(0), "dp must be an int from 1 to 2**53, got 0"),
+    ],
+)
+def test_cost_functions_check_their_arguments(call: Callable[[], object], message: str) -> None:
+    """The public collectives and value methods refuse ill-typed arguments by name."""
+    with pytest.raises(TopologyError, match=re.escape(message)):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("position", "value", "message"),
+    [
+        (0, None, "topology must be a Topology, e.g. Topology(8, tp=2), got None (NoneType)"),
+        (1, 8, "cluster must be a Cluster, e.g. Cluster(gpus_per_node=8), got 8 (int)"),
+        (2, "llama-7b", "model must be a Model or a Workload, e.g. MODELS['llama-7b']"),
+        (3, "h100", "hardware must be a Hardware, e.g. H100_NODE, got 'h100' (str)"),
+    ],
+)
+def test_estimate_checks_argument_types(position: int, value: object, message: str) -> None:
+    """estimate() names the argument that has the wrong type."""
+    args: list[Any] = [Topology(8, tp=2), Cluster(8), SMALL, H100_NODE]
+    args[position] = value
+    with pytest.raises(TopologyError, match=re.escape(message)):
+        estimate(*args)
+
+
+def test_estimate_checks_the_optimizer_flag() -> None:
+    """distributed_optimizer is a bool."""
+    with pytest.raises(TopologyError, match="distributed_optimizer must be True or False"):
+        estimate(Topology(8), Cluster(8), SMALL, H100_NODE, distributed_optimizer="yes")  # type: ignore[arg-type]
+
+
+def test_estimate_needs_layers_that_split_over_the_pipeline() -> None:
+    """3 layers cannot split over pp 2, nor 8 layers over pp 2 * vpp 3."""
+    with pytest.raises(TopologyError, match=re.escape("layers (3) must be a multiple of pp(2)")):
+        estimate(Topology(4, pp=2), Cluster(4), _model(layers=3), H100_NODE)
+    with pytest.raises(TopologyError, match=re.escape("pp(4) * vpp(3) = 12")):
+        estimate(Topology(4, pp=4, vpp=3), Cluster(4), _model(layers=8), H100_NODE)
+
+
+def test_estimate_refuses_to_overflow() -> None:
+    """Figures that overflow floating point are an error, never an inf or nan estimate."""
+    work = Workload("w", samples=2**50, micro_batch=2**49, compute=1e308, gradient=1.0)
+    with pytest.raises(TopologyError, match=r"cannot be costed: .* too large for floating point"):
+        estimate(Topology(2), Cluster(2), work, TOY_GPU)
+
+
+@given(
+    st.floats(0, 1e308),
+    st.floats(0, 1e308),
+    st.floats(0, 1e308),
+    st.integers(1, 2**52),
+    st.sampled_from([1, 2, 4]),
+)
+def test_estimates_are_finite_or_refused(
+    compute: float, gradient: float, activation: float, micro: int, pp: int
+) -> None:
+    """Any valid workload gives finite figures or a TopologyError, never inf or nan."""
+    work = Workload(
+        "w",
+        samples=micro * 2,
+        micro_batch=micro,
+        compute=compute,
+        gradient=gradient,
+        activation=activation,
+        layers=4,
+        weight_bytes=gradient,
+        activation_bytes=activation,
+    )
+    try:
+        result = estimate(Topology(2 * pp, pp=pp), Cluster(2), work, H100_NODE)
+    except TopologyError:
+        return
+    assert math.isfinite(result.total)
+    assert result.memory is not None and math.isfinite(result.memory.total)
+
+
+# -- loading models and hardware ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [None, 5, ["llama-7b"], b"llama-7b"])
+def test_load_model_needs_a_string(spec: Any) -> None:
+    """load_model with a non-string names what it needs."""
+    with pytest.raises(TopologyError, match=r"model must be a preset name .* or the path of"):
+        load_model(spec)
+
+
+@pytest.mark.parametrize("name", [None, [], {}, 3.5])
+def test_load_hardware_and_scenario_need_known_names(name: Any) -> None:
+    """load_hardware and scenario with unhashable or non-string names raise TopologyError."""
+    with pytest.raises(TopologyError, match="unknown hardware"):
+        load_hardware(name)
+    with pytest.raises(TopologyError, match="unknown scenario"):
+        scenario(name)
+
+
+MODEL_TEXT = (
+    '{{"name": "m", "parameters": {p}, "layers": 2, "hidden": {h}, "sequence_length": 8, '
+    '"global_batch": 4}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            MODEL_TEXT.format(p="Infinity", h=8),
+            "is not valid JSON (Infinity is not a number JSON allows",
+        ),
+        (MODEL_TEXT.format(p="NaN", h=8), "is not valid JSON (NaN is not a number JSON allows"),
+        (MODEL_TEXT.format(p="1e999", h=8), "parameters must be a finite number >= 0, got inf"),
+        (MODEL_TEXT.format(p=-1, h=8), "parameters must be a finite number >= 0, got -1"),
+        (MODEL_TEXT.format(p=1, h="9" * 5000), "an integer of 5000 digits is out of range"),
+        (MODEL_TEXT.format(p=1, h=2**60), "hidden must be an int from 1 to 2**53"),
+        ("[" * 100_000 + "]" * 100_000, "nests too deeply; it must be one flat table"),
+        ("[1]", "must hold an object of Model fields, got list"),
+        ('{"name": "m"}', "model is missing field 'parameters'"),
+    ],
+)
+def test_model_files_are_checked(tmp_path: Path, text: str, message: str) -> None:
+    """A model file with non-finite, negative, huge or deeply nested values is refused."""
+    path = tmp_path / "model.json"
+    path.write_text(text)
+    with pytest.raises(TopologyError, match=re.escape(message)):
+        load_model(str(path))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_model_file_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    """A FIFO named as the model file is an error at once (opening it must not wait)."""
+    path = tmp_path / "model.json"
+    os.mkfifo(path)
+    with pytest.raises(TopologyError, match="is a FIFO, not a regular file"):
+        load_model(str(path))
+
+
+def test_model_file_round_trips_through_a_path(tmp_path: Path) -> None:
+    """A file written from Model.to_dict loads back equal, given as a str or a Path."""
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(SMALL.to_dict()))
+    assert load_model(str(path)) == SMALL
+    assert load_model(path) == SMALL

@@ -227,7 +227,7 @@ def test_rank_must_be_an_int(rank: Any) -> None:
 
 def test_negative_offset() -> None:
     """A negative offset is rejected (Megatron accepts it silently)."""
-    with raises("rank_offset must be a non-negative int, got -1 (int)"):
+    with raises("rank_offset must be a non-negative int up to 2**40, got -1 (int)"):
         Topology(8, rank_offset=-1)
 
 
@@ -347,7 +347,7 @@ def test_grid_rank_and_offset_checks() -> None:
     grid = Grid.from_sizes(dp=2, tp=2)
     with raises("rank 4 is outside this grid; valid ranks: 0 to 3"):
         grid.coord(4)
-    with raises("rank_offset must be a non-negative int, got -1 (int)"):
+    with raises("rank_offset must be a non-negative int up to 2**40, got -1 (int)"):
         Grid.from_sizes(tp=2, rank_offset=-1)
     with raises("coordinate tp=2 is out of range; valid: 0 to 1"):
         grid.rank(tp=2, dp=0)
@@ -554,3 +554,75 @@ def test_rank_info_accepts_megatron_names() -> None:
     """RankInfo.group('mp') is the rank's tp-pp group, as group_of(rank, 'mp') is."""
     topo = Topology(8, tp=2, pp=2)
     assert topo.rank_info(3).group("mp") == topo.group_of(3, "mp")
+
+
+# -- Grid built positionally, hierarchical_groups, huge ints -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("tp", 2), "axes must be a non-empty tuple of names like ('dp', 'tp'), got 'tp'"),
+        ((("tp",), 2), "shape must be a tuple of sizes, one per axis of ('tp',), got 2"),
+        ((("tp",), ("2",)), "tp must be a positive int, got '2' (str)"),
+        ((("tp",), (2,), "0"), "rank_offset must be a non-negative int up to 2**40, got '0' (str)"),
+        (({"tp"}, [2]), "axes must be a non-empty tuple of names like ('dp', 'tp'), got {'tp'}"),
+    ],
+)
+def test_grid_built_positionally_checks_types(args: tuple[Any, ...], message: str) -> None:
+    """Grid(axes, shape, rank_offset) with ill-typed arguments names the argument."""
+    with raises(message):
+        Grid(*args)
+
+
+@pytest.mark.parametrize(
+    ("members", "sizes", "message"),
+    [
+        (5, [1], "ranks must be a list of ints (e.g. range(8)), got 5 (int)"),
+        (None, [1], "ranks must be a list of ints (e.g. range(8)), got None (NoneType)"),
+        ("ab", [2], "ranks must be a list of ints (e.g. range(8)), got 'ab' (str)"),
+        (range(2), 5, "sizes must be a non-empty list of positive ints, got 5"),
+        ([0, 0], [2], "ranks[1] = 0 repeats an earlier rank"),
+        (["a", 1], [2], "ranks[0] = 'a' is not a non-negative int"),
+        ([[0], 1], [2], "ranks[0] = [0] is not a non-negative int"),
+    ],
+)
+def test_hierarchical_groups_checks_its_arguments(members: Any, sizes: Any, message: str) -> None:
+    """hierarchical_groups with a non-sequence, non-int or repeated rank raises TopologyError."""
+    with raises(message):
+        hierarchical_groups(members, sizes)
+
+
+def test_hierarchical_groups_accepts_a_range_without_copying_first() -> None:
+    """A range whose length does not match is refused before any rank is listed."""
+    with raises("sizes (2, 2) multiply to 4 but 1099511627776 ranks were given"):
+        hierarchical_groups(range(2**40), [2, 2])
+
+
+def test_huge_ints_are_shown_not_converted() -> None:
+    """An int too long for str() still gets a one-line message (not Python's ValueError)."""
+    with raises("world_size <int of about 5001 digits> is larger than 1099511627776 (2**40)"):
+        Topology(10**5000)
+    with raises("tp must be at most 1099511627776 (2**40), the most ranks rank-topology lays out"):
+        Topology(8, tp=10**5000)
+    with raises("coordinate tp=<int of about 5001 digits> is out of range"):
+        Grid.from_sizes(tp=2).rank(tp=10**5000)
+    with raises("rank <int of about 5001 digits> is outside this grid"):
+        Grid.from_sizes(tp=2).coord(10**5000)
+
+
+def test_rank_offset_is_bounded() -> None:
+    """A rank offset beyond 2**40 is refused, so every rank stays a modest int."""
+    with raises("rank_offset must be a non-negative int up to 2**40, got 1099511627777 (int)"):
+        Topology(8, rank_offset=2**40 + 1)
+
+
+def test_messages_survive_a_value_whose_repr_raises() -> None:
+    """A value whose __repr__ raises is named by its type in the message."""
+
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    with raises("tp must be a positive int, got <Broken object> (Broken)"):
+        Topology(8, tp=Broken())  # type: ignore[arg-type]

@@ -2,18 +2,75 @@
 
 from __future__ import annotations
 
+import builtins
+import reprlib
 from collections.abc import Iterable
+from math import gcd, isqrt
 
 from ._errors import TopologyError
 
-__all__ = ["MAX_WORLD_SIZE", "check_rank_offset", "check_size", "divisors", "format_choices"]
+__all__ = [
+    "MAX_WORLD_SIZE",
+    "check_rank_offset",
+    "check_size",
+    "divisors",
+    "format_choices",
+    "prime_factors",
+    "show",
+]
 
 MAX_WORLD_SIZE = 2**40
 """Keeps every group count below ``sys.maxsize`` and error-message arithmetic instant."""
 
 
+class _ShortRepr(reprlib.Repr):
+    """``reprlib`` with room for real values, and huge ints summarised instead of converted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxstring = 60
+        self.maxother = 60
+        self.maxlong = 60
+        self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdict = 8
+        self.maxlevel = 3
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 192:
+            digits = int(x.bit_length() * 0.30103) + 1
+            return f"<{type(x).__name__} of about {digits} digits>"
+        return builtins.repr(x)
+
+    def repr_instance(self, x: object, level: int) -> str:
+        try:
+            text = builtins.repr(x)
+        except Exception:
+            return f"<{type(x).__name__} object>"
+        if len(text) > self.maxother:
+            keep = (self.maxother - 3) // 2
+            text = text[:keep] + "..." + text[len(text) - keep :]
+        return text
+
+
+_SHORT = _ShortRepr()
+
+
+def show(value: object) -> str:
+    """A short, never-failing repr of a user's value, for error messages.
+
+    Huge ints (whose ``repr`` Python refuses past 4,300 digits), long strings and big or
+    deeply nested containers are abbreviated; a ``__repr__`` that raises is replaced.
+
+    >>> show(10**5000), show("x" * 100)[-8:], show(list(range(100)))
+    ('<int of about 5001 digits>', "xxxxxxx'", '[0, 1, 2, 3, 4, 5, 6, 7, ...]')
+    """
+    try:
+        return _SHORT.repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"
+
+
 def check_size(name: str, value: object) -> int:
-    """Return ``value`` if it is a positive int (a bool is not a size), else raise.
+    """Return ``value`` if it is a positive int up to 2**40 (a bool is not a size), else raise.
 
     >>> check_size("tp", 4)
     4
@@ -23,29 +80,118 @@ def check_size(name: str, value: object) -> int:
     """
     if type(value) is not int or value < 1:
         raise TopologyError(
-            f"{name} must be a positive int, got {value!r} ({type(value).__name__})"
+            f"{name} must be a positive int, got {show(value)} ({type(value).__name__})"
+        )
+    if value > MAX_WORLD_SIZE:
+        raise TopologyError(
+            f"{name} must be at most {MAX_WORLD_SIZE} (2**40), the most ranks rank-topology "
+            f"lays out, got {show(value)}"
         )
     return value
 
 
 def check_rank_offset(value: object) -> int:
-    """Return ``value`` if it is a non-negative int, else raise."""
-    if type(value) is not int or value < 0:
+    """Return ``value`` if it is a non-negative int up to 2**40, else raise.
+
+    >>> check_rank_offset(-1)
+    Traceback (most recent call last):
+    topology._errors.TopologyError: rank_offset must be a non-negative int up to 2**40, got -1 (int)
+    """
+    if type(value) is not int or not 0 <= value <= MAX_WORLD_SIZE:
         raise TopologyError(
-            f"rank_offset must be a non-negative int, got {value!r} ({type(value).__name__})"
+            f"rank_offset must be a non-negative int up to 2**40, got {show(value)} "
+            f"({type(value).__name__})"
         )
     return value
 
 
+_WITNESSES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+"""Miller-Rabin with these bases is exact below 3.3 * 10**24 (Sorenson and Webster 2015)."""
+
+
+def _is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    for p in _WITNESSES:
+        if n % p == 0:
+            return n == p
+    odd, twos = n - 1, 0
+    while odd % 2 == 0:
+        odd, twos = odd // 2, twos + 1
+    for base in _WITNESSES:
+        x = pow(base, odd, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(twos - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _some_factor(n: int) -> int:
+    """A non-trivial factor of the odd composite ``n`` (Pollard's rho, Floyd's cycle finding)."""
+    for c in range(1, n):
+        x = y = 2
+        found = 1
+        while found == 1:
+            x = (x * x + c) % n
+            y = (y * y + c) % n
+            y = (y * y + c) % n
+            found = gcd(x - y, n)
+        if found != n:
+            return found
+    raise AssertionError(f"no factor of {n} found")  # pragma: no cover - n is composite
+
+
+def prime_factors(n: int) -> dict[int, int]:
+    """``{prime: exponent}`` of ``n >= 1``.
+
+    Algorithm: trial division by primes below 1,000, then Miller-Rabin and Pollard's rho on what
+    is left, so the cost is about the fourth root of ``n``'s second-largest prime factor (a few
+    thousand steps for any ``n`` below 2**64), never linear or square-root in ``n``.
+
+    >>> prime_factors(2**40), prime_factors(720)
+    ({2: 40}, {2: 4, 3: 2, 5: 1})
+    """
+    factors: dict[int, int] = {}
+    for p in range(2, 1000):
+        if p * p > n:
+            break
+        while n % p == 0:
+            factors[p] = factors.get(p, 0) + 1
+            n //= p
+    pending = [n] if n > 1 else []
+    while pending:
+        m = pending.pop()
+        if _is_prime(m):
+            factors[m] = factors.get(m, 0) + 1
+            continue
+        root = isqrt(m)
+        if root * root == m:
+            pending += [root, root]
+            continue
+        part = _some_factor(m)
+        pending += [part, m // part]
+    return dict(sorted(factors.items()))
+
+
 def divisors(n: int) -> list[int]:
-    """All positive divisors of ``n``, ascending.
+    """All positive divisors of ``n``, ascending, built from its prime factors.
+
+    The cost grows with the number of divisors (at most 6,720 below 2**40), not with ``n``.
 
     >>> divisors(12)
     [1, 2, 3, 4, 6, 12]
+    >>> len(divisors(2**40)), divisors(2**40 - 87)
+    (41, [1, 1099511627689])
     """
-    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    large = [n // d for d in reversed(small) if d * d != n]
-    return small + large
+    result = [1]
+    for prime, exponent in prime_factors(n).items():
+        result = [d * prime**k for d in result for k in range(exponent + 1)]
+    return sorted(result)
 
 
 def format_choices(values: Iterable[object], limit: int = 12) -> str:

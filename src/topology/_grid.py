@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from ._checks import MAX_WORLD_SIZE, check_rank_offset, check_size
+from ._checks import MAX_WORLD_SIZE, check_rank_offset, check_size, show
 from ._errors import TopologyError
 from ._groups import OrthogonalGroups, compress
 
@@ -17,16 +17,21 @@ __all__ = ["Grid"]
 
 def _check_axes(axes: object) -> tuple[str, ...]:
     if not isinstance(axes, tuple) or not axes:
-        raise TopologyError(f"axes must be a non-empty tuple of names, got {axes!r}")
+        raise TopologyError(
+            f"axes must be a non-empty tuple of names like ('dp', 'tp'), got {show(axes)}"
+        )
     for name in axes:
         if not isinstance(name, str) or not name or "-" in name or not name.isprintable():
             raise TopologyError(
-                f"axis name {name!r} is not valid; use a non-empty string without '-', e.g. 'tp'"
+                f"axis name {show(name)} is not valid; use a non-empty string without '-', "
+                "e.g. 'tp'"
             )
     seen: set[str] = set()
     for name in axes:
         if name in seen:
-            raise TopologyError(f"axis {name!r} appears twice in {axes!r}; name each axis once")
+            raise TopologyError(
+                f"axis {show(name)} appears twice in {show(axes)}; name each axis once"
+            )
         seen.add(name)
     return axes
 
@@ -69,9 +74,14 @@ class Grid:
 
     def __attrs_post_init__(self) -> None:
         _check_axes(self.axes)
+        if not isinstance(self.shape, tuple):
+            raise TopologyError(
+                f"shape must be a tuple of sizes, one per axis of {self.axes!r}, "
+                f"got {show(self.shape)}"
+            )
         if len(self.shape) != len(self.axes):
             raise TopologyError(
-                f"shape {self.shape!r} has {len(self.shape)} sizes but axes {self.axes!r} "
+                f"shape {show(self.shape)} has {len(self.shape)} sizes but axes {self.axes!r} "
                 f"name {len(self.axes)}; give one size per axis"
             )
         for name, size in zip(self.axes, self.shape, strict=True):
@@ -81,7 +91,7 @@ class Grid:
             world *= size
         if world > MAX_WORLD_SIZE:
             raise TopologyError(
-                f"this grid has {world} ranks, more than {MAX_WORLD_SIZE} (2**40), the most "
+                f"this grid has {show(world)} ranks, more than {MAX_WORLD_SIZE} (2**40), the most "
                 "rank-topology lays out; use smaller sizes"
             )
         check_rank_offset(self.rank_offset)
@@ -113,21 +123,25 @@ class Grid:
         True
         """
         if not isinstance(order, str) or not order:
-            raise TopologyError(f"order must be a non-empty string like 'tp-dp-pp', got {order!r}")
+            raise TopologyError(
+                f"order must be a non-empty string like 'tp-dp-pp', got {show(order)}"
+            )
         tokens = tuple(order.split("-"))
         for token in tokens:
             if token not in sizes:
                 raise TopologyError(
-                    f"order {order!r} names axis {token!r} but no size was given for it; "
+                    f"order {show(order)} names axis {show(token)} but no size was given for it; "
                     f"sizes were given for {tuple(sizes)}"
                 )
         if len(set(tokens)) != len(tokens):
             twice = next(t for t in tokens if tokens.count(t) > 1)
-            raise TopologyError(f"order {order!r} names {twice!r} twice; name each axis once")
+            raise TopologyError(
+                f"order {show(order)} names {show(twice)} twice; name each axis once"
+            )
         missing = [name for name in sizes if name not in tokens]
         if missing:
             raise TopologyError(
-                f"order {order!r} does not place axis {missing[0]!r}; add it to the order"
+                f"order {show(order)} does not place axis {show(missing[0])}; add it to the order"
             )
         return cls(tokens[::-1], tuple(sizes[t] for t in reversed(tokens)), rank_offset)
 
@@ -177,7 +191,9 @@ class Grid:
         """
         unknown = [name for name in coord if name not in self.axes]
         if unknown:
-            raise TopologyError(f"unknown axis {unknown[0]!r}; this grid has axes {self.axes!r}")
+            raise TopologyError(
+                f"unknown axis {show(unknown[0])}; this grid has axes {self.axes!r}"
+            )
         rank = self.rank_offset
         for name, size, stride in zip(self.axes, self.shape, self._strides, strict=True):
             if name not in coord:
@@ -185,7 +201,7 @@ class Grid:
             value = coord[name]
             if type(value) is not int or not 0 <= value < size:
                 raise TopologyError(
-                    f"coordinate {name}={value!r} is out of range; valid: 0 to {size - 1}"
+                    f"coordinate {name}={show(value)} is out of range; valid: 0 to {size - 1}"
                 )
             rank += value * stride
         return rank
@@ -253,24 +269,24 @@ class Grid:
         names: list[str] = []
         for item in axes:
             if not isinstance(item, str):
-                raise TopologyError(f"axes must be names like 'tp', got {item!r}")
+                raise TopologyError(f"axes must be names like 'tp', got {show(item)}")
             names.extend(item.split("-"))
         indices: list[int] = []
         for name in names:
             if name not in self.axes:
-                raise TopologyError(f"unknown axis {name!r}; this grid has axes {self.axes!r}")
+                raise TopologyError(f"unknown axis {show(name)}; this grid has axes {self.axes!r}")
             index = self.axes.index(name)
             if index in indices:
-                raise TopologyError(f"axis {name!r} is named twice in {'-'.join(names)!r}")
+                raise TopologyError(f"axis {show(name)} is named twice in {show('-'.join(names))}")
             indices.append(index)
         return indices
 
     def _check_rank(self, rank: object) -> int:
         if type(rank) is not int:
-            raise TopologyError(f"rank must be an int, got {rank!r} ({type(rank).__name__})")
+            raise TopologyError(f"rank must be an int, got {show(rank)} ({type(rank).__name__})")
         if not self.rank_offset <= rank < self.rank_offset + self.world_size:
             raise TopologyError(
-                f"rank {rank} is outside this grid; valid ranks: {self.rank_offset} to "
+                f"rank {show(rank)} is outside this grid; valid ranks: {self.rank_offset} to "
                 f"{self.rank_offset + self.world_size - 1}"
             )
         return rank

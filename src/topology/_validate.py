@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ._checks import MAX_WORLD_SIZE, check_rank_offset, check_size, divisors, format_choices
+from ._checks import (
+    MAX_WORLD_SIZE,
+    check_rank_offset,
+    check_size,
+    divisors,
+    format_choices,
+    show,
+)
 from ._errors import TopologyError
 from ._grid import Grid
 
@@ -55,12 +62,13 @@ class _Fields(Protocol):
 
 def validate_topology(fields: _Fields) -> dict[str, Any]:
     """Check every field and return the normalised values plus the two grids."""
-    world = check_size("world_size", fields.world_size)
-    if world > MAX_WORLD_SIZE:
+    world = fields.world_size
+    if type(world) is int and world > MAX_WORLD_SIZE:
         raise TopologyError(
-            f"world_size {world} is larger than {MAX_WORLD_SIZE} (2**40), the most ranks "
+            f"world_size {show(world)} is larger than {MAX_WORLD_SIZE} (2**40), the most ranks "
             "rank-topology lays out; use a smaller world"
         )
+    world = check_size("world_size", world)
     tp = check_size("tp", fields.tp)
     pp = check_size("pp", fields.pp)
     cp = check_size("cp", fields.cp)
@@ -102,13 +110,13 @@ def validate_topology(fields: _Fields) -> dict[str, Any]:
     hcp = fields.hcp_sizes
     if hcp is not None:
         if not isinstance(hcp, tuple) or not hcp:
-            raise TopologyError(f"hcp_sizes must be a non-empty list of ints, got {hcp!r}")
+            raise TopologyError(f"hcp_sizes must be a non-empty list of ints, got {show(hcp)}")
         product = 1
         for level, size in enumerate(hcp):
             product *= check_size(f"hcp_sizes[{level}]", size)
         if product != cp:
             raise TopologyError(
-                f"hcp_sizes {list(hcp)} multiply to {product} but cp is {cp}; "
+                f"hcp_sizes {show(list(hcp))} multiply to {product} but cp is {cp}; "
                 f"give level sizes whose product is {cp}"
             )
 
@@ -148,16 +156,17 @@ def validate_topology(fields: _Fields) -> dict[str, Any]:
 
 def _order_tokens(order: object, sizes: dict[str, int], expert_sizes: dict[str, int]) -> list[str]:
     if not isinstance(order, str) or not order:
-        raise TopologyError(f"order must be a string like 'tp-cp-ep-dp-pp', got {order!r}")
+        raise TopologyError(f"order must be a string like 'tp-cp-ep-dp-pp', got {show(order)}")
     tokens = order.lower().split("-")
     for token in tokens:
         if token not in ORDER_TOKENS:
             raise TopologyError(
-                f"order {order!r} has unknown axis {token!r}; valid axes: {', '.join(ORDER_TOKENS)}"
+                f"order {show(order)} has unknown axis {show(token)}; valid axes: "
+                f"{', '.join(ORDER_TOKENS)}"
             )
     for token in tokens:
         if tokens.count(token) > 1:
-            raise TopologyError(f"order {order!r} names {token!r} twice; name each axis once")
+            raise TopologyError(f"order {show(order)} names {token!r} twice; name each axis once")
     for token in _APPEND_ORDER:
         if token in tokens:
             continue
@@ -165,7 +174,7 @@ def _order_tokens(order: object, sizes: dict[str, int], expert_sizes: dict[str, 
         if size > 1:
             which = {"dp": "dp (or edp)", "tp": "tp (or etp)"}.get(token, token)
             raise TopologyError(
-                f"order {order!r} leaves out {token!r} but {which} is {size}; add {token!r} "
+                f"order {show(order)} leaves out {token!r} but {which} is {size}; add {token!r} "
                 f"to the order, e.g. {'-'.join([*tokens, token])!r}"
             )
         tokens.append(token)
@@ -216,12 +225,12 @@ def _pipelines_agree(
 
 def _stages(name: str, stages: object, pp: int) -> tuple[int, ...]:
     if not isinstance(stages, tuple) or not stages:
-        raise TopologyError(f"{name} must be a non-empty list of stage indices, got {stages!r}")
+        raise TopologyError(f"{name} must be a non-empty list of stage indices, got {show(stages)}")
     normalised = set()
     for stage in stages:
         if type(stage) is not int or not -pp <= stage < pp:
             raise TopologyError(
-                f"{name} entry {stage!r} is out of range for pp({pp}); valid stages: "
+                f"{name} entry {show(stage)} is out of range for pp({pp}); valid stages: "
                 f"{-pp} to {pp - 1}"
             )
         normalised.add(stage % pp)

@@ -14,9 +14,40 @@ A group of one rank costs nothing.
 
 from __future__ import annotations
 
+from ._fields import check_amount, check_count, check_instance
 from ._hardware import Link
 
-__all__ = ["all_gather", "all_reduce", "all_to_all", "p2p", "reduce_scatter", "sequential_ring"]
+__all__ = [
+    "all_gather",
+    "all_reduce",
+    "all_to_all",
+    "p2p",
+    "reduce_scatter",
+    "ring_all_gather",
+    "ring_all_reduce",
+    "send",
+    "sequential_ring",
+]
+
+
+def _checked(link: object, n: object, size: object) -> tuple[Link, int, float]:
+    checked = check_instance("link", link, Link, "a Link, e.g. TOY_GPU.intra")
+    return checked, check_count("n", n), check_amount("size", size)
+
+
+def ring_all_reduce(link: Link, n: int, size: float) -> float:
+    """:func:`all_reduce` without argument checks, for the estimate's inner loop."""
+    return 2 * (n - 1) * (link.latency + size / n / link.bandwidth) if n > 1 else 0.0
+
+
+def ring_all_gather(link: Link, n: int, size: float) -> float:
+    """:func:`all_gather` without argument checks, for the estimate's inner loop."""
+    return (n - 1) * (link.latency + size / n / link.bandwidth) if n > 1 else 0.0
+
+
+def send(link: Link, size: float) -> float:
+    """:func:`p2p` without argument checks, for the estimate's inner loop."""
+    return link.latency + size / link.bandwidth
 
 
 def all_reduce(link: Link, n: int, size: float) -> float:
@@ -26,7 +57,7 @@ def all_reduce(link: Link, n: int, size: float) -> float:
     >>> round(all_reduce(TOY_GPU.intra, 4, 500.0), 6)
     7.8
     """
-    return 2 * (n - 1) * (link.latency + size / n / link.bandwidth) if n > 1 else 0.0
+    return ring_all_reduce(*_checked(link, n, size))
 
 
 def all_gather(link: Link, n: int, size: float) -> float:
@@ -36,7 +67,7 @@ def all_gather(link: Link, n: int, size: float) -> float:
     >>> round(all_gather(TOY_GPU.intra, 4, 500.0), 6)
     3.9
     """
-    return (n - 1) * (link.latency + size / n / link.bandwidth) if n > 1 else 0.0
+    return ring_all_gather(*_checked(link, n, size))
 
 
 def reduce_scatter(link: Link, n: int, size: float) -> float:
@@ -61,7 +92,8 @@ def p2p(link: Link, size: float) -> float:
     >>> round(p2p(TOY_GPU.intra, 10.0), 6)
     0.15
     """
-    return link.time(size)
+    checked, _, size = _checked(link, 1, size)
+    return send(checked, size)
 
 
 def sequential_ring(link: Link, n: int, size: float, receive: float) -> float:
@@ -75,4 +107,6 @@ def sequential_ring(link: Link, n: int, size: float, receive: float) -> float:
     >>> round(sequential_ring(TOY_GPU.intra, 4, 500.0, receive=0.05), 6)
     20.4
     """
-    return n * (link.time(size) + receive) if n > 1 else 0.0
+    link, n, size = _checked(link, n, size)
+    receive = check_amount("receive", receive)
+    return n * (send(link, size) + receive) if n > 1 else 0.0

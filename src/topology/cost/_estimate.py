@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
 
+from .._checks import show
 from .._cluster import Cluster
 from .._errors import TopologyError
 from .._topology import Topology
-from ._collectives import all_reduce, all_to_all, p2p
+from ._collectives import ring_all_gather, ring_all_reduce, send
+from ._fields import (
+    amount,
+    as_float,
+    check_amount,
+    check_flag,
+    check_instance,
+    instance_of,
+    optional,
+    size,
+)
 from ._hardware import Hardware
 from ._memory import Memory, memory
 from ._model import Model, Workload
@@ -21,7 +33,38 @@ DIMENSIONS = ("tp", "cp", "ep", "pp", "dp", "edp")
 """The communication lines of an estimate, in the order they are printed."""
 
 _LINK_NAMES = {None: "none", False: "intra", True: "inter"}
+_LINK_VALUES = tuple(_LINK_NAMES.values())
 _GROUP_KIND = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dp-cp", "edp": "edp"}
+
+
+def _pairs(name: str, value: object) -> dict[object, object]:
+    """``value`` as a dict of the six dimensions, in order, or raise."""
+    pairs: dict[object, object] | None
+    try:
+        pairs = dict(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        pairs = None
+    if pairs is None or tuple(pairs) != DIMENSIONS:
+        raise TopologyError(
+            f"{name} must pair each of {', '.join(DIMENSIONS)} (in that order) with a value, "
+            f"got {show(value)}"
+        )
+    return pairs
+
+
+def _lines(value: object) -> tuple[tuple[str, float], ...]:
+    pairs = _pairs("communication", value)
+    return tuple((str(k), check_amount(f"communication[{k!r}]", v)) for k, v in pairs.items())
+
+
+def _links(value: object) -> tuple[tuple[str, str], ...]:
+    pairs = _pairs("links", value)
+    for key, link in pairs.items():
+        if link not in _LINK_VALUES:
+            raise TopologyError(
+                f"links[{key!r}] must be one of {', '.join(_LINK_VALUES)}, got {show(link)}"
+            )
+    return tuple((str(k), str(v)) for k, v in pairs.items())
 
 
 @attrs.frozen
@@ -41,13 +84,22 @@ class Estimate:
         memory: bytes per GPU, or None when the workload has no memory figures.
     """
 
-    topology: Topology
-    micro_batches: int
-    compute: float
-    communication: tuple[tuple[str, float], ...]
-    links: tuple[tuple[str, str], ...]
-    bubble: float
-    memory: Memory | None = None
+    topology: Topology = attrs.field(validator=instance_of(Topology, "a Topology"))
+    micro_batches: int = attrs.field(validator=size)
+    compute: float = attrs.field(converter=as_float, validator=amount)
+    communication: tuple[tuple[str, float], ...] = attrs.field(converter=_lines)
+    links: tuple[tuple[str, str], ...] = attrs.field(converter=_links)
+    bubble: float = attrs.field(converter=as_float, validator=amount)
+    memory: Memory | None = attrs.field(
+        default=None, validator=optional(instance_of(Memory, "a Memory or None"))
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if not math.isfinite(self.total):
+            raise TopologyError(
+                "compute, communication and bubble sum past the largest float; an estimate "
+                "must total a finite number of seconds"
+            )
 
     @property
     def total(self) -> float:
@@ -64,7 +116,7 @@ class Estimate:
         for name, seconds in self.communication:
             if name == dimension:
                 return seconds
-        raise TopologyError(f"unknown dimension {dimension!r}; valid: {', '.join(DIMENSIONS)}")
+        raise TopologyError(f"unknown dimension {show(dimension)}; valid: {', '.join(DIMENSIONS)}")
 
     def link(self, dimension: str) -> str:
         """ "intra", "inter" or "none": the link ``dimension``'s groups use."""
@@ -129,7 +181,9 @@ def estimate(
     - bubble ``(pp - 1) / vpp`` times one micro-batch's compute, tp, cp and ep time.
 
     Raises:
-        TopologyError: if the global batch does not split into whole micro-batches per replica.
+        TopologyError: if an argument has the wrong type, the global batch does not split into
+            whole micro-batches per replica, the layers do not split over ``pp * vpp`` chunks,
+            or the figures overflow floating point.
 
     >>> from topology import Cluster, Topology
     >>> from topology.cost import TOY_GPU, Workload
@@ -138,8 +192,51 @@ def estimate(
     >>> round(e.compute, 6), round(e.comm("dp"), 6), round(e.total, 6)
     (8.0, 7.8, 15.8)
     """
-    work = model.workload() if isinstance(model, Model) else model
-    t = topology
+    work = _inputs(topology, cluster, model, hardware, distributed_optimizer)
+    try:
+        return _estimate(topology, cluster, work, hardware, distributed_optimizer)
+    except TopologyError as error:
+        raise TopologyError(
+            f"the step of {show(work.name)} on {topology} cannot be costed: {error}; "
+            "the workload's figures are too large for floating point"
+        ) from None
+
+
+def _inputs(
+    topology: object,
+    cluster: object,
+    model: object,
+    hardware: object,
+    distributed_optimizer: object,
+) -> Workload:
+    """Check the arguments of :func:`estimate` and return the workload."""
+    topo = check_instance("topology", topology, Topology, "a Topology, e.g. Topology(8, tp=2)")
+    check_instance("cluster", cluster, Cluster, "a Cluster, e.g. Cluster(gpus_per_node=8)")
+    if isinstance(model, Model):
+        work = model.workload()
+    else:
+        hint = "a Model or a Workload, e.g. MODELS['llama-7b']"
+        work = check_instance("model", model, Workload, hint)
+    check_instance("hardware", hardware, Hardware, "a Hardware, e.g. H100_NODE")
+    check_flag("distributed_optimizer", distributed_optimizer)
+    pp, vpp = topo.pp, topo.vpp or 1
+    if work.layers % (pp * vpp):
+        raise TopologyError(
+            f"layers ({work.layers}) must be a multiple of pp({pp}) * vpp({vpp}) = {pp * vpp} "
+            f"so that every pipeline chunk holds whole layers; use a pp that divides "
+            f"{work.layers}"
+        )
+    work.micro_batches(topo.dp or 1)
+    return work
+
+
+def _estimate(
+    t: Topology,
+    cluster: Cluster,
+    work: Workload,
+    hardware: Hardware,
+    distributed_optimizer: bool,
+) -> Estimate:
     tp, cp, pp, ep = t.tp, t.cp, t.pp, t.ep
     dp = t.dp or 1
     etp = t.etp or tp
@@ -163,21 +260,21 @@ def estimate(
     per_mb = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
     if (link := links["tp"]) is not None:
         payload = b * work.activation / cp
-        per_mb["tp"] = stage_layers * work.tp_collectives * all_reduce(link, tp, payload)
+        per_mb["tp"] = stage_layers * work.tp_collectives * ring_all_reduce(link, tp, payload)
     if (link := links["cp"]) is not None:
-        per_mb["cp"] = stage_layers * 3 * (cp - 1) * p2p(link, 2 * shard)
+        per_mb["cp"] = stage_layers * 3 * (cp - 1) * send(link, 2 * shard)
     if (link := links["ep"]) is not None and moe_layers:
-        per_mb["ep"] = moe_layers * 4 * all_to_all(link, ep, work.top_k * shard)
+        per_mb["ep"] = moe_layers * 4 * ring_all_gather(link, ep, work.top_k * shard)
     comm = {name: seconds * m for name, seconds in per_mb.items()}
     comm["pp"] = 0.0
     if (link := links["pp"]) is not None:
-        comm["pp"] = 2 * (vpp * m + pp - 1) * p2p(link, shard)
+        comm["pp"] = 2 * (vpp * m + pp - 1) * send(link, shard)
     comm["dp"] = 0.0
     if (link := links["dp"]) is not None and work.gradient:
-        comm["dp"] = all_reduce(link, dp * cp, work.gradient / (tp * pp))
+        comm["dp"] = ring_all_reduce(link, dp * cp, work.gradient / (tp * pp))
     comm["edp"] = 0.0
     if (link := links["edp"]) is not None and work.expert_gradient:
-        comm["edp"] = all_reduce(link, t.edp, work.expert_gradient / (etp * ep * pp))
+        comm["edp"] = ring_all_reduce(link, t.edp, work.expert_gradient / (etp * ep * pp))
 
     bubble = (pp - 1) / vpp * (compute_mb + sum(per_mb.values()))
     return Estimate(

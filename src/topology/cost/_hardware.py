@@ -5,18 +5,18 @@ from __future__ import annotations
 import attrs
 
 from .._errors import TopologyError
+from ._fields import (
+    amount,
+    as_float,
+    check_amount,
+    check_flag,
+    instance_of,
+    optional,
+    positive,
+    text,
+)
 
 __all__ = ["A100_NODE", "H100_NODE", "HARDWARE", "TOY_GPU", "Hardware", "Link"]
-
-
-def _positive(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise TopologyError(f"{attribute.name} must be a positive number, got {value!r}")
-
-
-def _non_negative(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise TopologyError(f"{attribute.name} must be a number >= 0, got {value!r}")
 
 
 @attrs.frozen
@@ -29,8 +29,8 @@ class Link:
     5.05
     """
 
-    latency: float = attrs.field(validator=_non_negative)
-    bandwidth: float = attrs.field(validator=_positive)
+    latency: float = attrs.field(converter=as_float, validator=amount)
+    bandwidth: float = attrs.field(converter=as_float, validator=positive)
 
     @property
     def seconds_per_unit(self) -> float:
@@ -39,7 +39,7 @@ class Link:
 
     def time(self, size: float) -> float:
         """``latency + size / bandwidth``: one message of ``size`` units over this link."""
-        return self.latency + size / self.bandwidth
+        return self.latency + check_amount("size", size) / self.bandwidth
 
 
 @attrs.frozen
@@ -58,26 +58,33 @@ class Hardware:
     2.0
     """
 
-    name: str
-    compute_rate: float = attrs.field(validator=_positive)
-    intra: Link
-    inter: Link
-    efficiency: float = attrs.field(default=1.0, validator=_positive)
-    memory: float | None = None
+    name: str = attrs.field(validator=text)
+    compute_rate: float = attrs.field(converter=as_float, validator=positive)
+    intra: Link = attrs.field(validator=instance_of(Link, "a Link, e.g. Link(5e-6, 450e9)"))
+    inter: Link = attrs.field(validator=instance_of(Link, "a Link, e.g. Link(10e-6, 50e9)"))
+    efficiency: float = attrs.field(default=1.0, converter=as_float, validator=positive)
+    memory: float | None = attrs.field(
+        default=None, converter=as_float, validator=optional(positive)
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.efficiency > 1:
             raise TopologyError(
                 f"efficiency must be in (0, 1], got {self.efficiency!r}; it is a fraction of peak"
             )
+        if self.compute_rate * self.efficiency == 0:
+            raise TopologyError(
+                f"compute_rate ({self.compute_rate!r}) * efficiency ({self.efficiency!r}) is 0 "
+                "in floating point; give a rate that is not vanishingly small"
+            )
 
     def compute_time(self, work: float) -> float:
         """Seconds to do ``work`` units at ``compute_rate * efficiency``."""
-        return work / (self.compute_rate * self.efficiency)
+        return check_amount("work", work) / (self.compute_rate * self.efficiency)
 
     def link(self, crosses_nodes: bool) -> Link:
         """``inter`` if a group crosses nodes (or NVLink domains), else ``intra``."""
-        return self.inter if crosses_nodes else self.intra
+        return self.inter if check_flag("crosses_nodes", crosses_nodes) else self.intra
 
 
 _TOY_LINK = Link(latency=0.05, bandwidth=100.0)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import json
+import os
 
+from .._checks import show
+from .._datafile import read_data
 from .._errors import TopologyError
 from ._hardware import HARDWARE, Hardware
 from ._model import MODELS, Model
@@ -11,35 +13,51 @@ from ._model import MODELS, Model
 __all__ = ["load_hardware", "load_model"]
 
 
-def load_model(spec: str) -> Model:
+def load_model(spec: str | os.PathLike[str]) -> Model:
     """A preset name (``llama-70b``) or the path of a JSON file of :class:`Model` fields.
+
+    The file is read by ``topology._datafile.read_data``: a regular file of at most 1 MiB holding
+    one JSON object; ``Infinity``, ``NaN``, integers of more than 30 digits, duplicate keys and
+    deep nesting are refused.
 
     >>> load_model("llama-7b").layers
     32
+
+    Raises:
+        TopologyError: for an unknown preset, an unreadable or invalid file, or invalid fields.
     """
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        raise TopologyError(
+            f"model must be a preset name ({', '.join(MODELS)}) or the path of a .json file, "
+            f"got {show(spec)} ({type(spec).__name__})"
+        )
     if spec in MODELS:
         return MODELS[spec]
     if not spec.endswith(".json"):
         raise TopologyError(
-            f"unknown model {spec!r}; use a preset ({', '.join(MODELS)}) or a .json file of "
+            f"unknown model {show(spec)}; use a preset ({', '.join(MODELS)}) or a .json file of "
             "Model fields"
         )
-    try:
-        with open(spec, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except OSError as error:
-        raise TopologyError(f"cannot read model file {spec!r}: {error.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise TopologyError(f"model file {spec!r} is not valid JSON: {error}") from None
+    data = read_data(spec, f"model file {show(spec)}")
     if not isinstance(data, dict):
         raise TopologyError(
-            f"model file {spec!r} must hold an object of Model fields, got {type(data).__name__}"
+            f"model file {show(spec)} must hold an object of Model fields, "
+            f"got {type(data).__name__}"
         )
-    return Model.from_dict(data)
+    try:
+        return Model.from_dict(data)
+    except TopologyError as error:
+        raise TopologyError(f"model file {show(spec)}: {error}") from None
 
 
 def load_hardware(name: str) -> Hardware:
-    """A hardware preset by name (``toy``, ``h100``, ``a100``)."""
-    if name not in HARDWARE:
-        raise TopologyError(f"unknown hardware {name!r}; valid: {', '.join(HARDWARE)}")
+    """A hardware preset by name (``toy``, ``h100``, ``a100``).
+
+    >>> load_hardware("toy").compute_rate
+    10.0
+    """
+    if not isinstance(name, str) or name not in HARDWARE:
+        raise TopologyError(f"unknown hardware {show(name)}; valid: {', '.join(HARDWARE)}")
     return HARDWARE[name]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
 
+from .._errors import TopologyError
 from .._topology import Topology
+from ._fields import amount, as_float, optional, positive
 from ._model import Workload
 
 __all__ = ["Memory", "memory"]
@@ -23,11 +26,20 @@ class Memory:
     (20000000000.0, True)
     """
 
-    weights: float
-    gradients: float
-    optimizer: float
-    activations: float
-    capacity: float | None = None
+    weights: float = attrs.field(converter=as_float, validator=amount)
+    gradients: float = attrs.field(converter=as_float, validator=amount)
+    optimizer: float = attrs.field(converter=as_float, validator=amount)
+    activations: float = attrs.field(converter=as_float, validator=amount)
+    capacity: float | None = attrs.field(
+        default=None, converter=as_float, validator=optional(positive)
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if not math.isfinite(self.total):
+            raise TopologyError(
+                "memory parts sum past the largest float; weights, gradients, optimizer and "
+                "activations must add up to a finite number of bytes"
+            )
 
     @property
     def total(self) -> float:

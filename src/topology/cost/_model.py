@@ -7,29 +7,26 @@ from typing import Any
 
 import attrs
 
+from .._checks import show
 from .._errors import TopologyError
+from . import _fields
 
 __all__ = ["MODELS", "Model", "Workload"]
 
 
-def _size(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if type(value) is not int or value < 1:
-        raise TopologyError(f"{attribute.name} must be an int >= 1, got {value!r}")
+def _number(*, default: Any = attrs.NOTHING, optional: bool = False) -> Any:
+    """A float field: a finite number >= 0 (or None when ``optional``)."""
+    check = _fields.optional(_fields.amount) if optional else _fields.amount
+    return attrs.field(default=default, converter=_fields.as_float, validator=check)
 
 
-def _count(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if type(value) is not int or value < 0:
-        raise TopologyError(f"{attribute.name} must be an int >= 0, got {value!r}")
+def _int(*, default: Any = attrs.NOTHING, minimum: int = 1) -> Any:
+    """An int field from ``minimum`` to 2**53."""
+    return attrs.field(default=default, validator=_fields.size if minimum else _fields.count)
 
 
-def _amount(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise TopologyError(f"{attribute.name} must be a number >= 0, got {value!r}")
-
-
-def _optional_amount(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None:
-        _amount(instance, attribute, value)
+def _name() -> Any:
+    return attrs.field(validator=_fields.text)
 
 
 @attrs.frozen
@@ -61,28 +58,33 @@ class Workload:
     4
     """
 
-    name: str
-    samples: int = attrs.field(validator=_size)
-    micro_batch: int = attrs.field(validator=_size)
-    compute: float = attrs.field(validator=_amount)
-    gradient: float = attrs.field(validator=_amount)
-    expert_gradient: float = attrs.field(default=0.0, validator=_amount)
-    layers: int = attrs.field(default=1, validator=_size)
-    activation: float = attrs.field(default=0.0, validator=_amount)
-    tp_collectives: int = attrs.field(default=4, validator=_count)
-    moe_layers: int = attrs.field(default=0, validator=_count)
-    top_k: int = attrs.field(default=1, validator=_size)
-    weight_bytes: float | None = attrs.field(default=None, validator=_optional_amount)
-    expert_weight_bytes: float = attrs.field(default=0.0, validator=_amount)
-    gradient_bytes_per_weight_byte: float = 1.0
-    optimizer_bytes_per_weight_byte: float = 6.0
-    activation_bytes: float = attrs.field(default=0.0, validator=_amount)
+    name: str = _name()
+    samples: int = _int()
+    micro_batch: int = _int()
+    compute: float = _number()
+    gradient: float = _number()
+    expert_gradient: float = _number(default=0.0)
+    layers: int = _int(default=1)
+    activation: float = _number(default=0.0)
+    tp_collectives: int = _int(default=4, minimum=0)
+    moe_layers: int = _int(default=0, minimum=0)
+    top_k: int = _int(default=1)
+    weight_bytes: float | None = _number(default=None, optional=True)
+    expert_weight_bytes: float = _number(default=0.0)
+    gradient_bytes_per_weight_byte: float = _number(default=1.0)
+    optimizer_bytes_per_weight_byte: float = _number(default=6.0)
+    activation_bytes: float = _number(default=0.0)
 
     def __attrs_post_init__(self) -> None:
         if self.moe_layers > self.layers:
             raise TopologyError(
                 f"moe_layers ({self.moe_layers}) cannot exceed layers ({self.layers}); "
                 "count the layers that have experts"
+            )
+        if self.samples % self.micro_batch:
+            raise TopologyError(
+                f"samples ({self.samples}) must be a multiple of micro_batch "
+                f"({self.micro_batch}); change one of them"
             )
 
     def micro_batches(self, dp: int) -> int:
@@ -91,6 +93,7 @@ class Workload:
         Raises:
             TopologyError: if ``samples`` does not split into whole micro-batches.
         """
+        _fields.check_count("dp", dp)
         per_replica, rest = divmod(self.samples, dp * self.micro_batch)
         if rest or not per_replica:
             raise TopologyError(
@@ -123,17 +126,17 @@ class Model:
     32
     """
 
-    name: str
-    parameters: float = attrs.field(validator=_amount)
-    layers: int = attrs.field(validator=_size)
-    hidden: int = attrs.field(validator=_size)
-    sequence_length: int = attrs.field(validator=_size)
-    global_batch: int = attrs.field(validator=_size)
-    micro_batch: int = attrs.field(default=1, validator=_size)
-    bytes_per_element: int = attrs.field(default=2, validator=_size)
-    experts: int = attrs.field(default=1, validator=_size)
-    top_k: int = attrs.field(default=1, validator=_size)
-    expert_parameters: float = attrs.field(default=0.0, validator=_amount)
+    name: str = _name()
+    parameters: float = _number()
+    layers: int = _int()
+    hidden: int = _int()
+    sequence_length: int = _int()
+    global_batch: int = _int()
+    micro_batch: int = _int(default=1)
+    bytes_per_element: int = _int(default=2)
+    experts: int = _int(default=1)
+    top_k: int = _int(default=1)
+    expert_parameters: float = _number(default=0.0)
 
     def __attrs_post_init__(self) -> None:
         if self.expert_parameters > self.parameters:
@@ -145,6 +148,18 @@ class Model:
             raise TopologyError(
                 f"top_k ({self.top_k}) cannot exceed experts ({self.experts}); use top_k <= experts"
             )
+        if self.global_batch % self.micro_batch:
+            raise TopologyError(
+                f"global_batch ({self.global_batch}) must be a multiple of micro_batch "
+                f"({self.micro_batch}); change one of them"
+            )
+        try:
+            self.workload()
+        except TopologyError as error:
+            raise TopologyError(
+                f"model {show(self.name)} is too large to cost ({error}); use smaller parameters, "
+                "hidden or sequence_length"
+            ) from None
 
     @property
     def is_moe(self) -> bool:
@@ -185,18 +200,25 @@ class Model:
         >>> Model.from_dict(MODELS["llama-70b"].to_dict()) == MODELS["llama-70b"]
         True
         """
+        if not isinstance(data, Mapping):
+            raise TopologyError(
+                f"a model must be a mapping of Model fields, got {show(data)} "
+                f"({type(data).__name__})"
+            )
         names = [field.name for field in attrs.fields(cls)]
-        unknown = sorted(str(key) for key in data if key not in names)
+        unknown = [show(key) for key in data if key not in names]
         if unknown:
             raise TopologyError(
-                f"unknown model field {unknown[0]!r}; valid fields: {', '.join(names)}"
+                f"unknown model field {min(unknown)}; valid fields: {', '.join(names)}"
             )
-        try:
-            return cls(**dict(data))
-        except TypeError as error:
+        required = [f.name for f in attrs.fields(cls) if f.default is attrs.NOTHING]
+        missing = [name for name in required if name not in data]
+        if missing:
             raise TopologyError(
-                f"model is incomplete: {error}; give every required field"
-            ) from None
+                f"model is missing field {missing[0]!r}; give every required field "
+                f"({', '.join(required)})"
+            )
+        return cls(**{str(key): value for key, value in data.items()})
 
 
 MODELS = {

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeGuard
 
 import attrs
 
+from .._checks import MAX_WORLD_SIZE, divisors, show
 from .._cluster import Cluster
 from .._errors import TopologyError
+from .._report import check
 from .._topology import Topology
 from ._estimate import DIMENSIONS, Estimate, estimate
+from ._fields import check_count, check_flag, check_instance, count, flag, instance_of, text
 from ._hardware import H100_NODE, Hardware
 from ._model import Model, Workload
 
@@ -22,6 +24,26 @@ DEFAULT_ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "dp-tp-cp-ep-pp")
 """Megatron's default order, the same with dp outermost, and one with dp innermost."""
 
 _LINES = ("compute", *DIMENSIONS, "bubble")
+
+
+def _estimates(value: object) -> tuple[Estimate, ...]:
+    if not _is_list(value) or not all(isinstance(e, Estimate) for e in value):
+        raise TopologyError(f"ranked must be a list of Estimates, got {show(value)}")
+    return tuple(value)
+
+
+def _reasons(value: object) -> tuple[tuple[str, int], ...]:
+    try:
+        pairs = dict(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        pairs = None
+    if not isinstance(pairs, dict) or not all(
+        isinstance(k, str) and type(n) is int and n >= 0 for k, n in pairs.items()
+    ):
+        raise TopologyError(
+            f"rejected must pair reasons with counts, e.g. (('memory', 3),), got {show(value)}"
+        )
+    return tuple(pairs.items())
 
 
 @attrs.frozen
@@ -35,17 +57,17 @@ class Plan:
         rejected: ``(reason, count)``: "invalid" (Megatron rejects the order), "batch" (the
             global batch does not split into whole micro-batches), "memory" (does not fit),
             "check" (``topology.check`` found an error).
-        checked: True if ``topology.check`` was available and screened the ranked layouts.
+        checked: True when ``topology.check`` screened the ranked layouts (always, today).
     """
 
-    world_size: int
-    cluster: Cluster
-    hardware: str
-    model: str
-    ranked: tuple[Estimate, ...]
-    considered: int
-    rejected: tuple[tuple[str, int], ...]
-    checked: bool
+    world_size: int = attrs.field(validator=lambda _, __, value: _world_size(value))
+    cluster: Cluster = attrs.field(validator=instance_of(Cluster, "a Cluster"))
+    hardware: str = attrs.field(validator=text)
+    model: str = attrs.field(validator=text)
+    ranked: tuple[Estimate, ...] = attrs.field(converter=_estimates)
+    considered: int = attrs.field(validator=count)
+    rejected: tuple[tuple[str, int], ...] = attrs.field(converter=_reasons)
+    checked: bool = attrs.field(validator=flag)
 
     @property
     def best(self) -> Estimate:
@@ -64,6 +86,7 @@ class Plan:
 
     def explain(self, top: int = 3) -> str:
         """Why the winner wins: the lines where it saves most against each of the next layouts."""
+        check_count("top", top)
         if not self.ranked:
             return "no layout fits"
         best = self.ranked[0]
@@ -147,10 +170,6 @@ def _sizes(topology: Topology) -> tuple[int | None, ...]:
     return (t.tp, t.cp, t.ep, t.pp, t.vpp)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _layouts(
     world_size: int,
     work: Workload,
@@ -159,12 +178,24 @@ def _layouts(
     orders: Sequence[str],
     vpps: Sequence[int | None],
 ) -> Iterator[Topology | None]:
-    divisors = _divisors(world_size)
-    for tp in (d for d in divisors if d <= max_tp):
-        for pp in (d for d in _divisors(world_size // tp) if work.layers % d == 0):
-            for cp in _divisors(world_size // (tp * pp)):
+    """Every candidate of :func:`plan`, or None where Megatron rejects the combination.
+
+    Algorithm: the divisors of ``W`` come from its prime factors once; the divisors of any
+    ``W / (tp * pp)`` are the divisors of ``W`` that divide it. So the work is proportional to
+    the number of factorisations ``tp * pp * cp * dp = W`` (times the divisor count for the
+    filtering), never to ``W``.
+    """
+    world_divisors = divisors(world_size)
+    expert_divisors = divisors(experts)
+
+    def dividing(n: int) -> Iterator[int]:
+        return (d for d in world_divisors if d <= n and n % d == 0)
+
+    for tp in (d for d in world_divisors if d <= max_tp):
+        for pp in (d for d in dividing(world_size // tp) if work.layers % d == 0):
+            for cp in dividing(world_size // (tp * pp)):
                 dp = world_size // (tp * pp * cp)
-                for ep in (e for e in _divisors(experts) if (tp * cp * dp) % e == 0):
+                for ep in (e for e in expert_divisors if (tp * cp * dp) % e == 0):
                     for order in orders:
                         for vpp in vpps:
                             if vpp is not None and (pp < 3 or work.layers % (pp * vpp)):
@@ -181,16 +212,72 @@ def _layout(
         return None
 
 
-def _checker() -> Callable[[Topology, Cluster], bool] | None:
-    """``topology.check`` as a predicate, if the installed core has it."""
-    try:
-        module = importlib.import_module("topology._report")
-    except ModuleNotFoundError:
-        return None
-    check = getattr(module, "check", None)
-    if check is None:
-        return None
-    return lambda topology, cluster: bool(check(topology, cluster).ok)
+def _orders(orders: object) -> tuple[str, ...]:
+    if not _is_list(orders) or not orders:
+        raise TopologyError(
+            f"orders must be a non-empty list of order strings like {DEFAULT_ORDERS[0]!r}, "
+            f"got {show(orders)}"
+        )
+    for index, order in enumerate(orders):
+        try:
+            Topology(1, order=order)
+        except TopologyError as error:
+            raise TopologyError(f"orders[{index}] is not a valid order: {error}") from None
+    return tuple(orders)
+
+
+def _vpps(vpp: object) -> tuple[int | None, ...]:
+    if not _is_list(vpp) or not vpp:
+        raise TopologyError(
+            f"vpp must be a non-empty list of virtual stage counts or None, e.g. [None, 2], "
+            f"got {show(vpp)}"
+        )
+    for index, value in enumerate(vpp):
+        if value is not None:
+            check_count(f"vpp[{index}]", value)
+    return tuple(vpp)
+
+
+def _is_list(value: object) -> TypeGuard[Sequence[Any]]:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))
+
+
+def _inputs(
+    world_size: object,
+    cluster: object,
+    model: object,
+    hardware: object,
+    top: object,
+    max_tp: object,
+    distributed_optimizer: object,
+) -> tuple[int, Cluster, Workload, int, Hardware]:
+    """Check :func:`plan`'s scalar arguments; return the world, cluster, workload and experts."""
+    world = _world_size(world_size)
+    cluster = check_instance("cluster", cluster, Cluster, "a Cluster, e.g. Cluster(8)")
+    if isinstance(model, Model):
+        work, experts = model.workload(), model.experts
+    else:
+        hint = "a Model or a Workload, e.g. MODELS['llama-7b']"
+        work, experts = check_instance("model", model, Workload, hint), 1
+    hardware = check_instance("hardware", hardware, Hardware, "a Hardware, e.g. H100_NODE")
+    check_count("top", top)
+    if max_tp is not None:
+        check_count("max_tp", max_tp)
+    check_flag("distributed_optimizer", distributed_optimizer)
+    if cluster.world_size is not None and cluster.world_size != world:
+        raise TopologyError(
+            f"world_size {world} does not match the cluster's {cluster.nodes} nodes * "
+            f"{cluster.gpus_per_node} GPUs = {cluster.world_size}; drop nodes or fix world_size"
+        )
+    return world, cluster, work, experts, hardware
+
+
+def _world_size(value: object) -> int:
+    if type(value) is not int or not 1 <= value <= MAX_WORLD_SIZE:
+        raise TopologyError(
+            f"world_size must be an int from 1 to {MAX_WORLD_SIZE} (2**40), got {show(value)}"
+        )
+    return value
 
 
 def plan(
@@ -212,11 +299,14 @@ def plan(
     leaving it is never faster), ``pp`` dividing the layers, each of ``orders`` and ``vpp``
     (interleaving only for ``pp >= 3`` and layers divisible by ``pp * vpp``). Layouts whose batch
     does not split or that do not fit in memory are dropped; the fastest are then screened by
-    ``topology.check`` (when present) until ``top`` pass. An order that puts the same groups on
-    the same links as a faster-listed one (equal sizes, links and cost) is listed once.
+    ``topology.check`` until ``top`` pass. An order that puts the same groups on the same links
+    as a faster-listed one (equal sizes, links and cost) is listed once. The time grows with the
+    number of candidates, not with ``world_size``.
 
     Raises:
-        TopologyError: if ``cluster`` has a node count that does not give ``world_size`` GPUs.
+        TopologyError: if an argument has the wrong type or value (``max_tp`` and ``top`` are
+            ints >= 1, ``orders`` and ``vpp`` non-empty lists), or ``cluster`` has a node count
+            that does not give ``world_size`` GPUs.
 
     >>> from topology import Cluster
     >>> from topology.cost import MODELS
@@ -224,22 +314,21 @@ def plan(
     >>> result.best.topology.tp <= 8, len(result.ranked)
     (True, 3)
     """
-    if type(world_size) is not int or world_size < 1:
-        raise TopologyError(f"world_size must be an int >= 1, got {world_size!r}")
-    if type(top) is not int or top < 1:
-        raise TopologyError(f"top must be an int >= 1, got {top!r}")
-    if cluster.world_size is not None and cluster.world_size != world_size:
-        raise TopologyError(
-            f"world_size {world_size} does not match the cluster's {cluster.nodes} nodes * "
-            f"{cluster.gpus_per_node} GPUs = {cluster.world_size}; drop nodes or fix world_size"
-        )
-    work = model.workload() if isinstance(model, Model) else model
-    experts = model.experts if isinstance(model, Model) else 1
-    bound = cluster.domain_size if max_tp is None else max_tp
+    world, cluster, work, experts, hardware = _inputs(
+        world_size, cluster, model, hardware, top, max_tp, distributed_optimizer
+    )
+    candidates = _layouts(
+        world,
+        work,
+        experts,
+        cluster.domain_size if max_tp is None else max_tp,
+        _orders(orders),
+        _vpps(vpp),
+    )
     rejected: Counter[str] = Counter()
     feasible: list[Estimate] = []
     considered = 0
-    for topology in _layouts(world_size, work, experts, bound, orders, vpp):
+    for topology in candidates:
         if topology is None:
             rejected["invalid"] += 1
             continue
@@ -255,7 +344,6 @@ def plan(
             continue
         feasible.append(result)
     feasible.sort(key=lambda e: (e.total, str(e.topology)))
-    check = _checker()
     ranked: list[Estimate] = []
     seen: set[tuple[Any, ...]] = set()
     for result in feasible:
@@ -265,17 +353,17 @@ def plan(
         if twin in seen:
             continue
         seen.add(twin)
-        if check is not None and not check(result.topology, cluster):
+        if not check(result.topology, cluster).ok:
             rejected["check"] += 1
             continue
         ranked.append(result)
     return Plan(
-        world_size=world_size,
+        world_size=world,
         cluster=cluster,
         hardware=hardware.name,
         model=work.name,
         ranked=tuple(ranked),
         considered=considered,
         rejected=tuple(sorted(rejected.items())),
-        checked=check is not None,
+        checked=True,
     )

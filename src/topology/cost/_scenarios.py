@@ -6,11 +6,13 @@ from typing import Any
 
 import attrs
 
+from .._checks import show
 from .._cluster import Cluster
 from .._errors import TopologyError
 from .._topology import Topology
 from ._collectives import sequential_ring
 from ._estimate import Estimate, estimate
+from ._fields import amount, as_float, instance_of, optional, text
 from ._hardware import TOY_GPU
 from ._model import Workload
 
@@ -50,10 +52,12 @@ SCENARIOS = tuple(_LAYOUTS)
 class Scenario:
     """One of seed 003's scenarios: its estimate and, for 1D, the seed's own sequential ring."""
 
-    name: str
-    description: str
-    estimate: Estimate
-    seed_sync: float | None = None
+    name: str = attrs.field(validator=text)
+    description: str = attrs.field(validator=text)
+    estimate: Estimate = attrs.field(validator=instance_of(Estimate, "an Estimate"))
+    seed_sync: float | None = attrs.field(
+        default=None, converter=as_float, validator=optional(amount)
+    )
 
     @property
     def seed_total(self) -> float | None:
@@ -91,8 +95,10 @@ def scenario(name: str) -> Scenario:
     >>> round(s.estimate.total, 6)
     15.8
     """
-    if name not in _LAYOUTS:
-        raise TopologyError(f"unknown scenario {name!r}; valid scenarios: {', '.join(SCENARIOS)}")
+    if not isinstance(name, str) or name not in _LAYOUTS:
+        raise TopologyError(
+            f"unknown scenario {show(name)}; valid scenarios: {', '.join(SCENARIOS)}"
+        )
     topology, description = _LAYOUTS[name]
     cluster = Cluster(gpus_per_node=topology.world_size)
     result = estimate(topology, cluster, TOY_WORKLOAD, TOY_GPU)
