@@ -11,6 +11,7 @@ from ._default import current, destroy, initialize, is_initialized
 from ._process_groups import ProcessGroups
 from .layers import (
     ColumnParallelLinear,
+    IdOutOfRangeError,
     ParallelEmbedding,
     RowParallelLinear,
     VocabParallelEmbedding,
@@ -20,6 +21,7 @@ from .ops import mp_copy, mp_gather, mp_reduce, mp_scatter
 
 __all__ = [
     "ColumnParallelLinear",
+    "IdOutOfRangeError",
     "ParallelEmbedding",
     "ProcessGroups",
     "RowParallelLinear",

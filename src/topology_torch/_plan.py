@@ -15,7 +15,7 @@ default group need no collective and are planned apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Literal, cast
 
@@ -24,7 +24,7 @@ import attrs
 from topology import Topology, TopologyError
 from topology._kinds import canonical_kind
 
-__all__ = ["Channel", "Settings", "global_plan", "kind_plan", "local_plan"]
+__all__ = ["Channel", "Settings", "global_plan", "kind_plan", "local_plan", "shown"]
 
 Action = Literal["new", "same", "single", "world", "absent"]
 Key = tuple[tuple[int, ...], str | None, timedelta | None]
@@ -40,21 +40,45 @@ class Channel:
     timeout: timedelta | None  # None: torch's default for the backend
 
 
-def _kind_names(topology: Topology, names: Iterable[str], argument: str) -> tuple[str, ...]:
+def _kind_names(topology: Topology, names: object, argument: str) -> tuple[str, ...]:
     if isinstance(names, str):
         raise TopologyError(
             f"{argument} must be a sequence of kinds, got the string {names!r}; "
             f"write {argument}=({names!r},)"
         )
+    if isinstance(names, Mapping) or not isinstance(names, Iterable):
+        raise TopologyError(
+            f"{argument} must be a sequence of kinds such as ('tp', 'pp'), got {shown(names)}"
+        )
     chosen: list[str] = []
     for name in names:
         if not isinstance(name, str) or canonical_kind(name) not in topology.kinds:
             raise TopologyError(
-                f"{argument} names unknown kind {name!r}; valid kinds: {', '.join(topology.kinds)}"
+                f"{argument} names unknown kind {shown(name)}; "
+                f"valid kinds: {', '.join(topology.kinds)}"
             )
         if canonical_kind(name) not in chosen:
             chosen.append(canonical_kind(name))
     return tuple(k for k in topology.kinds if k in chosen)
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, cut to a readable length (messages never dump a huge argument)."""
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not hide the real problem
+        text = f"<{type(value).__name__} object>"
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def _check_timeout(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise TopologyError(
+            f"timeout must be a positive datetime.timedelta (or a mapping of kinds to one), "
+            f"got {shown(value)}; e.g. timeout=timedelta(minutes=10)"
+        )
 
 
 def _per_kind(topology: Topology, value: object, argument: str) -> tuple[object, dict[str, object]]:
@@ -62,6 +86,11 @@ def _per_kind(topology: Topology, value: object, argument: str) -> tuple[object,
     if isinstance(value, Mapping):
         overrides = {}
         for name, setting in value.items():
+            if not isinstance(name, str):
+                raise TopologyError(
+                    f"{argument} maps kinds to settings, but a key is {shown(name)}; "
+                    f"use kind names such as {{'pp': ...}}"
+                )
             (kind,) = _kind_names(topology, (name,), argument)
             overrides[kind] = setting
         return None, overrides
@@ -88,9 +117,13 @@ class Settings:
         backend: str | None = None,
         backends: Mapping[str, str | None] | None = None,
         timeout: timedelta | Mapping[str, timedelta] | None = None,
-        gloo: Iterable[str] = ("dp-cp",),
+        gloo: Iterable[str] | None = ("dp-cp",),
+        unusable: Callable[[str], str | None] = lambda name: None,
     ) -> Settings:
-        """Validate the arguments of ``ProcessGroups.create`` and list the channels in order."""
+        """Validate the arguments of ``ProcessGroups.create`` and list the channels in order.
+
+        ``unusable(name)`` says why a backend cannot be used here (None when it can).
+        """
         if not isinstance(topology, Topology):
             raise TopologyError(
                 f"topology must be a topology.Topology, got {type(topology).__name__}; "
@@ -103,40 +136,42 @@ class Settings:
                 f"of {world_size} ranks; use a topology of at most {world_size} ranks"
             )
         chosen = topology.kinds if kinds is None else _kind_names(topology, kinds, "kinds")
-        companions = _kind_names(topology, gloo or (), "gloo")
+        companions = () if gloo is None else _kind_names(topology, gloo, "gloo")
         overrides: Mapping[str, object] = {}
         if backends is not None:
             if not isinstance(backends, Mapping):
                 raise TopologyError(
-                    f"backends must map kinds to backend names, got {backends!r}; "
+                    f"backends must map kinds to backend names, got {shown(backends)}; "
                     "e.g. backends={'pp': 'gloo'}"
                 )
             overrides = _per_kind(topology, backends, "backends")[1]
         default_timeout, timeouts = _per_kind(topology, timeout, "timeout")
         for value in (default_timeout, *timeouts.values()):
-            if value is not None and not isinstance(value, timedelta):
-                raise TopologyError(
-                    f"timeout must be a datetime.timedelta (or a mapping of kinds to one), "
-                    f"got {value!r}; e.g. timeout=timedelta(minutes=10)"
-                )
+            _check_timeout(value)
 
-        def normal(name: object) -> str | None:
+        def normal(name: object, argument: str) -> str | None:
             if name is None:
                 return None
             if not isinstance(name, str):
-                raise TopologyError(f"a backend must be a string like 'gloo', got {name!r}")
+                raise TopologyError(
+                    f"{argument} must be a backend name like 'gloo' or None, got {shown(name)}"
+                )
             # under the fake backend (creation benchmarks) every group is a fake group
             if default_backend == "fake" or name.lower() == default_backend.lower():
                 return None
+            problem = unusable(name.lower())
+            if problem is not None:
+                raise TopologyError(f"{argument} {name!r} cannot be used here: {problem}")
             return name.lower()
 
+        main = normal(backend, "backend")
+        per_kind = {kind: normal(name, f"backends[{kind!r}]") for kind, name in overrides.items()}
         channels: list[Channel] = []
         for kind in chosen:
             wait = cast("timedelta | None", timeouts.get(kind, default_timeout))
-            main = normal(overrides.get(kind, backend))
-            channels.append(Channel(kind, False, main, wait))
+            channels.append(Channel(kind, False, per_kind.get(kind, main), wait))
             if kind in companions:
-                channels.append(Channel(kind, True, normal("gloo"), wait))
+                channels.append(Channel(kind, True, normal("gloo", "gloo"), wait))
         return cls(topology, world_size, default_backend, tuple(channels))
 
     def classify(self, ranks: tuple[int, ...], channel: Channel) -> Action | None:

@@ -5,24 +5,116 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch.distributed as dist
+from torch.distributed.distributed_c10d import default_pg_timeout
 
 from topology import Topology, TopologyError
 from topology._kinds import canonical_kind
 
-from ._agreement import check_agreement, fingerprint
+from ._agreement import DEFAULT_ARRIVAL, Proposal, agree, arrival_deadline, barrier, fingerprint
 from ._plan import Channel, Settings, key_of, local_plan
-from ._strategies import Registry, create_all, create_local, create_split, resolve_strategy
+from ._strategies import (
+    Registry,
+    backend_problem,
+    create_all,
+    create_local,
+    create_split,
+    resolve_strategy,
+)
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
-__all__ = ["ProcessGroups"]
+__all__ = ["ProcessGroups", "describe", "join", "refuse", "require_initialized"]
 
-_generation = 0  # how many times this process ran ProcessGroups.create (checked across ranks)
+_generation = 0  # how many times this process ran ProcessGroups.create (keys the store)
+_verifications = 0  # how many times this process ran ProcessGroups.verify
 _SINGLE = object()  # a singleton group, made on first use without any collective
+_CREATE = "ProcessGroups.create"
+_DONE = "the end of ProcessGroups.create (every rank made its groups)"
+
+
+def require_initialized(what: str) -> None:
+    """Raise ``TopologyError`` unless torch.distributed's default group exists."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise TopologyError(
+            "torch.distributed is not initialized; call "
+            f"torch.distributed.init_process_group(...) on every rank before {what}"
+        )
+
+
+def describe(settings: Settings, strategy: str) -> dict[str, str]:
+    """What must be equal on every rank, as short strings (compared and quoted in messages)."""
+    facts = {
+        "topology": repr(settings.topology),
+        "strategy": repr(strategy),
+        "kinds": repr(tuple(c.kind for c in settings.channels if not c.gloo)),
+        "gloo companions": repr(tuple(c.kind for c in settings.channels if c.gloo)),
+    }
+    for channel in settings.channels:
+        if channel.gloo:
+            continue
+        if channel.backend is not None:
+            facts[f"backend for {channel.kind}"] = repr(channel.backend)
+        if channel.timeout is not None:
+            facts[f"timeout for {channel.kind}"] = str(channel.timeout)
+    return facts
+
+
+def join(
+    space: str,
+    settings: Settings | None,
+    strategy: str,
+    problem: TopologyError | None,
+    deadline: timedelta = DEFAULT_ARRIVAL,
+    what: str = _CREATE,
+) -> Settings:
+    """Meet every rank (see :mod:`._agreement`) and return ``settings`` once all agree.
+
+    ``problem`` is this rank's validation error (then ``settings`` is None): every rank raises.
+    """
+    if problem is not None or settings is None:
+        mine = Proposal(0, {}, str(problem))
+    else:
+        facts = describe(settings, strategy)
+        mine = Proposal(fingerprint(facts), facts)
+    try:
+        agree(space, mine, deadline, what, same_group_count=strategy == "all")
+    except TopologyError as error:
+        if problem is not None:
+            raise error from problem
+        raise
+    if settings is None:  # pragma: no cover - agree raised for this rank's problem
+        raise TopologyError(f"{what} found no settings to create")
+    return settings
+
+
+def refuse(problem: TopologyError) -> NoReturn:
+    """Make every rank raise one ``TopologyError`` that names this rank and quotes ``problem``.
+
+    For callers (the façades) that find an argument invalid before ``create``: this rank still
+    takes part in the agreement of the ``create`` call the other ranks are making, so nobody
+    waits for it. In a world of one rank (or under ``fake``) ``problem``'s message is raised as is.
+    SPMD contract: call where the other ranks call ``ProcessGroups.create``.
+    """
+    global _generation
+    require_initialized(_CREATE)
+    generation = _generation
+    _generation += 1
+    try:
+        deadline = arrival_deadline(None)
+    except TopologyError:
+        deadline = DEFAULT_ARRIVAL
+    join(f"create/{generation}", None, "", problem, deadline)
+    raise problem  # pragma: no cover - join raises for a problem
+
+
+def _creation_deadline(settings: Settings, deadline: timedelta) -> timedelta:
+    """How long to wait for the slowest rank to finish creating: its groups' own timeouts."""
+    waits = [c.timeout for c in settings.channels if c.timeout is not None]
+    return max([deadline, *waits]) if waits else max(deadline, default_pg_timeout)
 
 
 class ProcessGroups:
@@ -68,13 +160,21 @@ class ProcessGroups:
         timeout: timedelta | Mapping[str, timedelta] | None = None,
         gloo: Iterable[str] = ("dp-cp",),
         strategy: str = "auto",
+        arrival_timeout: timedelta | None = None,
     ) -> ProcessGroups:
         """Create the torch groups of ``topology`` that this rank belongs to.
 
         SPMD contract: call on every rank of the (initialised) default group, with equal
-        arguments, in the same order as every other creation of process groups. A fingerprint of
-        the arguments is all-gathered first, so ranks that disagree raise ``TopologyError``
-        naming them instead of hanging.
+        arguments, in the same order as every other creation of process groups.
+
+        Lifecycle (see :mod:`topology_torch._agreement`): every rank first validates its
+        arguments locally, then all ranks meet in the default store and exchange a fingerprint
+        of their arguments (or their validation error) before any group is made. An invalid
+        argument on any rank, or ranks whose arguments differ, make *every* rank raise the same
+        ``TopologyError`` naming the ranks and what differs. A rank that has not called
+        ``create`` within ``arrival_timeout`` is named in a ``TopologyError`` on the others
+        (instead of torch's 30-minute timeout). ``create`` returns only once every rank has
+        made all of its groups, so ``destroy()`` right after it never races a slower member.
 
         Args:
             topology: the layout; its ranks are global ranks of the default group.
@@ -89,41 +189,50 @@ class ProcessGroups:
                 ``"all"``: every rank calls ``new_group`` for every distinct group in one global
                 order (Megatron's way, O(world) calls); ``"split"``: one ``split_group`` per
                 kind (NCCL with a bound device); ``"auto"``: split where possible, else local.
+            arrival_timeout: how long a rank waits for the others to call ``create``: a positive
+                ``timedelta``; default ``$TOPOLOGY_TORCH_ARRIVAL_TIMEOUT`` seconds, else 60 s.
 
         Raises:
-            TopologyError: a bad argument, a strategy this default group cannot run, or ranks
-                that called ``create`` differently.
+            TopologyError: a bad argument on any rank, a strategy this default group cannot run,
+                ranks that called ``create`` differently, or ranks that never arrived.
         """
         global _generation
-        if not dist.is_available() or not dist.is_initialized():
-            raise TopologyError(
-                "torch.distributed is not initialized; call "
-                "torch.distributed.init_process_group(...) on every rank before "
-                "ProcessGroups.create"
-            )
-        settings = Settings.build(
-            topology,
-            world_size=dist.get_world_size(),
-            default_backend=str(dist.get_backend()),
-            kinds=kinds,
-            backend=backend,
-            backends=backends,
-            timeout=timeout,
-            gloo=gloo,
-        )
-        chosen = resolve_strategy(strategy)
-        facts = {
-            "topology": topology.to_dict(),
-            "strategy": chosen,
-            "channels": [[c.kind, c.gloo, c.backend, str(c.timeout)] for c in settings.channels],
-        }
-        description = f"{topology} with strategy {chosen!r}"
-        check_agreement(
-            fingerprint(facts), _generation, description, same_group_count=chosen == "all"
-        )
+        require_initialized("ProcessGroups.create")
+        generation = _generation
+        _generation += 1  # on every rank, whatever happens next: the next call meets again
+        problem: TopologyError | None = None
+        try:
+            deadline = arrival_deadline(arrival_timeout)
+        except TopologyError as error:
+            deadline, problem = DEFAULT_ARRIVAL, error
+        settings: Settings | None = None
+        chosen = ""
+        if problem is None:
+            try:
+                settings = Settings.build(
+                    topology,
+                    world_size=dist.get_world_size(),
+                    default_backend=str(dist.get_backend()),
+                    kinds=kinds,
+                    backend=backend,
+                    backends=backends,
+                    timeout=timeout,
+                    gloo=gloo,
+                    unusable=backend_problem,
+                )
+                chosen = resolve_strategy(strategy)
+            except TopologyError as error:
+                problem = error
+            except Exception as error:  # an argument that breaks while being read
+                problem = TopologyError(
+                    f"the arguments of ProcessGroups.create could not be read: "
+                    f"{type(error).__name__}: {error}"
+                )
+                problem.__cause__ = error
+        settings = join(f"create/{generation}", settings, chosen, problem, deadline)
+        digest = fingerprint(describe(settings, chosen))
         rank = dist.get_rank()
-        registry = Registry(rank, f"{_generation}/{fingerprint(facts)}")
-        _generation += 1
+        registry = Registry(rank, f"{generation}/{digest}")
         plan = local_plan(settings, rank)
         try:
             if chosen == "all":
@@ -132,6 +241,9 @@ class ProcessGroups:
                 create_split(settings, registry)
             else:
                 create_local(settings, registry, plan)
+            # return only when every member of every new group has it: nobody can destroy a
+            # group while a slower member is still connecting to it
+            barrier(f"create/{generation}/done", _creation_deadline(settings, deadline), _DONE)
         except BaseException:
             for group in reversed(registry.owned):  # leave torch's registry as it was
                 dist.destroy_process_group(group)
@@ -213,20 +325,24 @@ class ProcessGroups:
         self._channel(kind, gloo=False)
         return self.topology.size(kind)
 
-    def verify(self) -> None:
+    def verify(self, *, arrival_timeout: timedelta | None = None) -> None:
         """Check that every rank holds these same groups; ``TopologyError`` names the odd ones.
 
-        SPMD contract: call on every rank, in the same order.
+        SPMD contract: call on every rank, in the same order. A rank that does not call it
+        within ``arrival_timeout`` (as in :meth:`create`) is named instead of hanging.
         """
+        global _verifications
         self._alive()
-        facts = {
-            "topology": self.topology.to_dict(),
-            "strategy": self._strategy,
-            "channels": [
-                [c.kind, c.gloo, c.backend, str(c.timeout)] for c in self._settings.channels
-            ],
-        }
-        check_agreement(fingerprint(facts), 0, f"{self.topology}", same_group_count=False)
+        count = _verifications
+        _verifications += 1
+        facts = describe(self._settings, self._strategy)
+        agree(
+            f"verify/{count}",
+            Proposal(fingerprint(facts), facts),
+            arrival_deadline(arrival_timeout),
+            "ProcessGroups.verify",
+            mismatch="hold groups different from those of",
+        )
 
     def device_mesh(self, *axes: str, device_type: str | None = None) -> DeviceMesh:
         """A torch ``DeviceMesh`` over ``axes`` (outermost first) whose groups are ours.

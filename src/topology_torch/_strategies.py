@@ -12,14 +12,15 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from topology import TopologyError
 
 from . import _naming
-from ._plan import Channel, Key, Settings, global_plan, key_of, kind_plan
+from ._plan import Channel, Key, Settings, global_plan, key_of, kind_plan, shown
 
-__all__ = ["STRATEGIES", "Registry", "resolve_strategy"]
+__all__ = ["STRATEGIES", "Registry", "backend_problem", "resolve_strategy"]
 
 STRATEGIES = ("auto", "all", "local", "split")
 
@@ -38,9 +39,10 @@ def resolve_strategy(strategy: object) -> str:
     cannot work then (torch splits every new communicator from the default one, which needs all
     ranks), nor with MPI.
     """
-    if strategy not in STRATEGIES:
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
         raise TopologyError(
-            f"strategy {strategy!r} is not known; use one of {', '.join(map(repr, STRATEGIES))}"
+            f"strategy {shown(strategy)} is not known; "
+            f"use one of {', '.join(map(repr, STRATEGIES))}"
         )
     bound = _bound_nccl()
     backend = str(dist.get_backend())
@@ -60,6 +62,32 @@ def resolve_strategy(strategy: object) -> str:
             "use strategy='auto'"
         )
     return str(strategy)
+
+
+def backend_problem(name: str) -> str | None:
+    """Why backend ``name`` cannot make groups in this process, or None when it can."""
+    known = [b for b in dist.Backend.backend_list if b != "undefined"]
+    if name not in known:
+        return f"torch.distributed knows no such backend; use one of {', '.join(known)}"
+    checks = {
+        "gloo": (dist.is_gloo_available, "this torch was built without gloo"),
+        "mpi": (dist.is_mpi_available, "this torch was built without MPI"),
+        "ucc": (dist.is_ucc_available, "this torch was built without UCC"),
+        "nccl": (
+            lambda: dist.is_nccl_available() and torch.cuda.is_available(),
+            "it needs CUDA devices and a torch built with NCCL; use 'gloo' on CPUs",
+        ),
+        "fake": (
+            lambda: False,
+            "a fake group needs a fake default group (init_process_group('fake', ...))",
+        ),
+        "xccl": (
+            lambda: bool(getattr(dist, "is_xccl_available", lambda: False)()),
+            "it needs XPU devices and a torch built with XCCL",
+        ),
+    }
+    available, reason = checks.get(name, (lambda: True, ""))
+    return None if available() else reason
 
 
 class Registry:

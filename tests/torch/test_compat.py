@@ -20,7 +20,7 @@ from tests.torch.world import run_world
 from topology import TopologyError
 from topology_torch.compat import ezpz, megatron, ml
 
-GOLDEN = json.loads(Path("/work/shared/golden/seeds.json").read_text())["layouts"]
+GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "seeds.json").read_text())["layouts"]
 LAYOUTS = {layout["id"]: layout for layout in GOLDEN}
 
 
@@ -151,11 +151,13 @@ def test_facades_refuse_invalid_input_with_clear_errors() -> None:
             ml.init_parallelism(3)
         assert issubclass(ml.ParallismError, TopologyError)
         ml.init_parallelism(2)
-        with pytest.raises(ml.ParallismError, match="already initialized; call reset"):
+        with pytest.raises(
+            ml.ParallismError, match=r"compat.ml is already initialized with .*; call compat.ml"
+        ):
             ml.init_parallelism(2)
         ml.reset_parallelism()
         assert not ml.parallelism_is_initialized()
-        with pytest.raises(ml.ParallismError, match="not initialized; call init_parallelism"):
+        with pytest.raises(ml.ParallismError, match=r"not initialized; call compat.ml.init_paral"):
             ml.parallel_group_info()
         with pytest.raises(TopologyError, match=r"world_size 8 is not divisible by tp\(16\)"):
             ezpz.initialize_tensor_parallel(16)
@@ -219,6 +221,56 @@ def _seed_usage(rank: int, world_size: int) -> None:
 def test_facades_run_real_collectives_over_the_documented_groups() -> None:
     """On 8 gloo ranks, each façade's groups reduce, split and gather as the seeds describe."""
     run_world(8, _seed_usage)
+
+
+def _tp_sum(group: Any, rank: int) -> float:
+    value = torch.tensor([float(2**rank)])
+    dist.all_reduce(value, group=group)
+    return value.item()
+
+
+def _megatron_then_ezpz(rank: int, world_size: int) -> None:
+    megatron.initialize_model_parallel(2)
+    with pytest.raises(
+        TopologyError,
+        match=r"^compat.ezpz.destroy_tensor_parallel\(\) found the default process groups made "
+        r"by compat.megatron.initialize_model_parallel\(\), not by compat.ezpz; they were left",
+    ):
+        ezpz.destroy_tensor_parallel()
+    assert megatron.model_parallel_is_initialized() and not ezpz.tensor_parallel_is_initialized()
+    assert _tp_sum(megatron.get_tensor_model_parallel_group(), rank) == 3.0  # still alive
+    with pytest.raises(TopologyError, match=r"^compat.ezpz is not initialized \(the default"):
+        ezpz.get_tensor_parallel_group()
+    with pytest.raises(
+        TopologyError, match=r"call compat.megatron.destroy_model_parallel\(\) first"
+    ):
+        ezpz.initialize_tensor_parallel(2)
+    assert _tp_sum(megatron.get_tensor_model_parallel_group(), rank) == 3.0
+    megatron.destroy_model_parallel()
+    assert not topology_torch.is_initialized()
+
+
+def _ezpz_then_megatron(rank: int, world_size: int) -> None:
+    ezpz.initialize_tensor_parallel(2)
+    with pytest.raises(
+        TopologyError,
+        match=r"^compat.megatron.destroy_model_parallel\(\) found the default process groups "
+        r"made by compat.ezpz.initialize_tensor_parallel\(\), not by compat.megatron",
+    ):
+        megatron.destroy_model_parallel()
+    assert ezpz.tensor_parallel_is_initialized() and not megatron.is_initialized()
+    assert megatron.get_tensor_model_parallel_group(check_initialized=False) is None
+    with pytest.raises(ml.ParallismError, match=r"call compat.ezpz.destroy_tensor_parallel"):
+        ml.reset_parallelism()
+    assert _tp_sum(ezpz.get_tensor_parallel_group(), rank) == 3.0  # still alive
+    ezpz.destroy_tensor_parallel()
+    assert not topology_torch.is_initialized()
+
+
+@pytest.mark.parametrize("order", [_megatron_then_ezpz, _ezpz_then_megatron])
+def test_a_facade_never_destroys_groups_another_facade_made(order: Callable[..., None]) -> None:
+    """Destroying through one façade leaves another façade's groups usable, in both orders."""
+    run_world(2, order)
 
 
 # -- Megatron-core itself as the oracle -----------------------------------------------------------

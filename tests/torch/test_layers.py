@@ -27,6 +27,7 @@ from topology_torch.layers import (
     ParallelEmbedding,
     RowParallelLinear,
     VocabParallelEmbedding,
+    initialize_model_parallel_affine_weight_,
 )
 from topology_torch.layers._init import shard, to_master_order, to_rank_order
 from topology_torch.ops import _SingleRank
@@ -504,3 +505,87 @@ def test_strided_shards_partition_the_master(size: int, stride: int, chunk: int,
     ranked = to_rank_order(master, dim, size, stride)
     assert torch.equal(ranked, torch.cat(pieces, dim))
     assert torch.equal(to_master_order(ranked, dim, size, stride), master)
+
+
+# -- only TopologyError escapes, whatever the constructor arguments (Hypothesis) -----------
+
+
+def fuzz_fields() -> dict[str, st.SearchStrategy[Any]]:
+    """Per argument: mostly valid values, one time in eight a value of any other type."""
+    from tests.torch.test_ops import ANYTHING, one_rank_groups
+
+    def mostly(*valid: Any) -> st.SearchStrategy[Any]:
+        return st.integers(0, 7).flatmap(lambda k: ANYTHING if k == 0 else st.sampled_from(valid))
+
+    return {
+        "size": mostly(1, 2, 4, 8),
+        "flag": mostly(True, False),
+        "init_type": mostly(*INIT_TYPES),
+        "stride": mostly(1, 2),
+        "lora_rank": mostly(None, 1, 3),
+        "padding_idx": mostly(None, 0, -1, 3),
+        "sequence_dim": mostly(0, 1, -1),
+        "device": mostly(None, "cpu", torch.device("cpu"), "meta"),
+        "dtype": mostly(None, torch.float32, torch.bfloat16),
+        "group": mostly(*one_rank_groups()),
+        "ids": mostly(torch.tensor([0, 3]), torch.tensor([[1], [8]]), torch.tensor([0.5])),
+        "weight": mostly(torch.empty(4, 2), torch.empty(2, 4)),
+        "partition_dim": mostly(0, 1),
+    }
+
+
+LAYER_ARGS = {  # the arguments of each layer beyond (size, size) and the shared ones below
+    ColumnParallelLinear: {
+        "bias": "flag",
+        "gather_output": "flag",
+        "stride": "stride",
+        "lora_rank": "lora_rank",
+    },
+    RowParallelLinear: {
+        "bias": "flag",
+        "input_is_parallel": "flag",
+        "stride": "stride",
+        "lora_rank": "lora_rank",
+    },
+    ParallelEmbedding: {"padding_idx": "padding_idx", "scale_grad_by_freq": "flag"},
+    VocabParallelEmbedding: {"padding_idx": "padding_idx"},
+}
+SHARED_ARGS = {
+    "init_type": "init_type",
+    "group": "group",
+    "sequence_parallel": "flag",
+    "sequence_dim": "sequence_dim",
+    "device": "device",
+    "dtype": "dtype",
+}
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(st.data())
+def _fuzz_layers(data: st.DataObject) -> None:
+    """Every layer constructor (and embedding forward) raises only TopologyError for any input."""
+    from tests.torch.test_ops import only_topology_errors
+
+    f = fuzz_fields()
+    cls = data.draw(st.sampled_from(list(LAYER_ARGS)), label="layer")
+    sizes = [data.draw(f["size"], label=f"size {i}") for i in range(2)]
+    args = {**SHARED_ARGS, **LAYER_ARGS[cls]}
+    kw = {name: data.draw(f[field], label=name) for name, field in args.items()}
+    layer = only_topology_errors(cls, *sizes, **kw)
+    embeds = isinstance(layer, (ParallelEmbedding, VocabParallelEmbedding))
+    if embeds and layer.weight.device.type != "meta":
+        only_topology_errors(layer, data.draw(f["ids"], label="ids"))
+    fields = ("weight", "size", "size", "size", "partition_dim", "init_type", "stride", "group")
+    values = [data.draw(f[field], label=f"init arg {i}") for i, field in enumerate(fields)]
+    only_topology_errors(initialize_model_parallel_affine_weight_, *values)
+
+
+def _fuzz_world(rank: int, n: int) -> None:
+    from tests.torch.test_ops import with_one_rank_default
+
+    with_one_rank_default(_fuzz_layers)
+
+
+def test_constructors_raise_only_topology_error_for_any_arguments() -> None:
+    """On a one-rank world every layer constructor, fed any types, raises only TopologyError."""
+    run_world(1, _fuzz_world)

@@ -6,12 +6,15 @@ is checked against a single-process formula: sums, concatenations and slices of 
 
 from __future__ import annotations
 
+import fractions
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.torch.world import run_world
 from topology import Topology, TopologyError
@@ -171,3 +174,175 @@ def test_ops_are_identity_without_distributed() -> None:
     assert ops.mp_copy(x, group=one) is x
     assert ops.mp_scatter(x, dim=0, group=one) is x
     assert ops.group_size(one) == 1 and ops.group_rank(one) == 0
+
+
+# -- wrongly typed arguments -----------------------------------------------------------------
+
+
+def _check_group_types(rank: int, n: int) -> None:
+    """A ProcessGroups or a non-member marker as group= raise TopologyError saying what to pass."""
+    import topology_torch
+
+    groups = topology_torch.initialize(Topology(n, tp=n))
+    try:
+        x = torch.ones(2, 2 * n)
+        with pytest.raises(
+            TopologyError, match=r"pass one of its groups, e.g. groups.group\('tp'\)"
+        ):
+            ops.mp_scatter(x, group=groups)
+        with pytest.raises(TopologyError, match=r"group is a ProcessGroups"):
+            ops.mp_reduce(x, group=groups)
+        outside = dist.new_group([0])  # every rank calls new_group; rank 1 gets torch's marker
+        if rank == 1:
+            with pytest.raises(TopologyError, match=r"group\(-100\) is torch's marker for a group"):
+                ops.mp_gather(x, group=outside)
+        out = ops.mp_scatter(x, group=groups.group("tp"))  # the fix the message names works
+        assert out.shape == (2, 2)
+    finally:
+        topology_torch.destroy()
+
+
+def test_wrong_group_objects_raise_topology_error() -> None:
+    """mp_scatter(group=<ProcessGroups>) and a non-member group raise TopologyError (2 ranks)."""
+    run_world(2, _check_group_types)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda x, g: ops.mp_scatter(x, dim="1", group=g),
+            r"dim\('1'\) has type str; pass a tensor dim",
+        ),
+        (lambda x, g: ops.mp_gather(x, dim=True, group=g), r"dim\(True\) has type bool"),
+        (lambda x, g: ops.sp_gather(x, dim=1.0, group=g), r"dim\(1.0\) has type float"),
+        (lambda x, g: ops.mp_reduce(x, op="sum", group=g), r"op\('sum'\) has type str; pass e.g. "),
+        (lambda x, g: ops.mp_copy(x, op=0, group=g), r"mp_copy needs op to be a torch.distributed"),
+        (lambda x, g: ops.mp_copy([1.0], group=g), r"x\(\[1.0\]\) has type list; pass a tensor"),
+        (
+            lambda x, g: ops.mp_gather(x, group="tp"),
+            r"group\('tp'\) has type str, not a torch process",
+        ),
+        (lambda x, g: ops.group_size(3), r"group\(3\) has type int, not a torch process group"),
+    ],
+)
+def test_wrongly_typed_arguments_raise_topology_error(
+    call: Callable[[torch.Tensor, Any], Any], match: str
+) -> None:
+    """dim=, op=, x= and group= of the wrong type raise TopologyError saying what to pass."""
+    with pytest.raises(TopologyError, match=match):
+        call(torch.ones(2, 4), ops._SingleRank())
+
+
+# -- only TopologyError escapes, whatever the arguments (Hypothesis) ----------------------
+
+
+def _torch_values() -> list[Any]:
+    return [
+        torch.ones(2, 4),
+        torch.ones(3),
+        torch.tensor(1.5),
+        torch.ones(0, 2),
+        torch.arange(6),
+        torch.ones(2, 2, dtype=torch.bfloat16),
+        torch.ones(1, dtype=torch.bool),
+        torch.float32,
+        torch.int64,
+        torch.device("cpu"),
+        torch.device("meta"),
+        "cpu",
+        "meta",
+        "cuda",
+        dist.ReduceOp.SUM,
+        dist.ReduceOp.MAX,
+    ]
+
+
+ANYTHING = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 64),
+    st.floats(),
+    st.complex_numbers(),
+    st.text(max_size=8),
+    st.binary(max_size=4),
+    st.lists(st.integers(-2, 9), max_size=3),
+    st.tuples(st.integers(-2, 9)),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    st.frozensets(st.integers(), max_size=2),
+    st.decimals(),
+    st.fractions(),
+    st.builds(object),
+    st.sampled_from([int, str, len, print, Ellipsis, NotImplemented, fractions.Fraction(1, 3)]),
+    st.sampled_from(_torch_values()),
+)
+"""Values of many Python types (and torch objects) for arguments; positive ints stay small."""
+
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
+def only_topology_errors(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call and return the result, or None if it raised TopologyError (anything else escapes)."""
+    try:
+        return call(*args, **kwargs)
+    except TopologyError:
+        return None
+
+
+def one_rank_groups() -> list[Any]:
+    """Groups of a one-rank world: None (the default), WORLD, a stand-in, and a ProcessGroups."""
+    import topology_torch
+
+    return [None, dist.group.WORLD, ops._SingleRank(), topology_torch.current()]
+
+
+OPS: tuple[Callable[..., Any], ...] = (
+    ops.mp_copy,
+    ops.mp_reduce,
+    ops.mp_scatter,
+    ops.mp_gather,
+    ops.sp_gather,
+    ops.sp_scatter,
+)
+
+
+@FUZZ
+@given(st.data())
+def _fuzz_ops(data: st.DataObject) -> None:
+    """Every op with arguments of any type raises only TopologyError (or returns a tensor)."""
+    groups = st.one_of(st.sampled_from(one_rank_groups()), ANYTHING)
+    x = data.draw(st.one_of(st.sampled_from(_torch_values()[:7]), ANYTHING), label="x")
+    group = data.draw(groups, label="group")
+    for fn in OPS:
+        second = "op" if fn in (ops.mp_copy, ops.mp_reduce) else "dim"
+        value = data.draw(st.one_of(st.integers(-4, 4), ANYTHING), label=f"{fn.__name__} {second}")
+        out = only_topology_errors(fn, x, **{second: value, "group": group})
+        assert out is None or (out is x and isinstance(x, torch.Tensor))
+    only_topology_errors(ops.group_size, group)
+    only_topology_errors(ops.group_rank, group)
+
+
+def with_one_rank_default(fuzz: Callable[[], None]) -> None:
+    """Run ``fuzz`` with the default initialized on a one-rank world (tp = 1)."""
+    import tests.conftest  # noqa: F401  (the Hypothesis profile: ci when CI=true)
+    import topology_torch
+
+    topology_torch.initialize(Topology(1))
+    try:
+        fuzz()
+    finally:
+        topology_torch.destroy()
+
+
+def _fuzz_world(rank: int, n: int) -> None:
+    with_one_rank_default(_fuzz_ops)
+
+
+def test_ops_raise_only_topology_error_for_any_arguments() -> None:
+    """On a one-rank world every op, fed arguments of any type, raises only TopologyError."""
+    run_world(1, _fuzz_world)

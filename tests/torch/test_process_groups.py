@@ -250,7 +250,7 @@ def test_invalid_arguments_raise_topology_errors() -> None:
             ProcessGroups.create(topo, kinds=("tp", "xp"))
         with pytest.raises(TopologyError, match=r"kinds must be a sequence of kinds"):
             ProcessGroups.create(topo, kinds="tp")
-        with pytest.raises(TopologyError, match=r"timeout must be a datetime.timedelta"):
+        with pytest.raises(TopologyError, match=r"timeout must be a positive datetime.timedelta"):
             ProcessGroups.create(topo, timeout=30)  # type: ignore[arg-type]
         with pytest.raises(TopologyError, match=r"do not fit the default group of 8 ranks"):
             ProcessGroups.create(Topology(16, tp=2))

@@ -23,6 +23,7 @@ import torch.distributed as dist
 from topology import Topology, TopologyError
 
 from .. import _default
+from .._process_groups import ProcessGroups, refuse, require_initialized
 
 __all__ = [
     "destroy_tensor_parallel",
@@ -49,6 +50,9 @@ __all__ = [
     "split_tensor_along_last_dim",
     "tensor_parallel_is_initialized",
 ]
+
+
+OWNER = _default.Owner("compat.ezpz", "initialize_tensor_parallel()", "destroy_tensor_parallel()")
 
 
 def ensure_divisibility(numerator: int, denominator: int) -> None:
@@ -100,24 +104,20 @@ def initialize_tensor_parallel(
     Unlike ezpz, a ``tensor_parallel_size`` larger than the world is an error, not clamped.
 
     Raises:
-        TopologyError: invalid sizes (with the arithmetic), or already initialized.
+        TopologyError: invalid sizes (with the arithmetic; on every rank), or already initialized.
     """
-    if not dist.is_initialized():
-        raise TopologyError(
-            "torch.distributed is not initialized; call torch.distributed.init_process_group "
-            "on every rank before initialize_tensor_parallel"
+    require_initialized("initialize_tensor_parallel")
+    try:
+        topology = Topology.ezpz(
+            dist.get_world_size(),
+            tp=tensor_parallel_size,
+            pp=pipeline_parallel_size,
+            cp=context_parallel_size,
         )
-    if _default.is_initialized():
-        raise TopologyError(
-            "tensor parallel is already initialized; call destroy_tensor_parallel() first"
-        )
-    topology = Topology.ezpz(
-        dist.get_world_size(),
-        tp=tensor_parallel_size,
-        pp=pipeline_parallel_size,
-        cp=context_parallel_size,
-    )
-    _default.initialize(
+    except TopologyError as problem:
+        refuse(problem)  # every rank hears of it, nobody waits
+    _default.claim(
+        OWNER,
         topology,
         kinds=("tp", "cp", "pp", "dp"),
         backends={
@@ -132,95 +132,103 @@ def initialize_tensor_parallel(
 
 
 def destroy_tensor_parallel() -> None:
-    """Destroy the groups (ezpz only forgot them; these are released)."""
-    _default.destroy()
+    """Destroy the groups (ezpz only forgot them; these are released); a no-op when none.
+
+    Raises:
+        TopologyError: the default groups were made by another façade (they are left alone).
+    """
+    _default.release(OWNER)
 
 
 def tensor_parallel_is_initialized() -> bool:
     """Whether ``initialize_tensor_parallel`` has run (and no destroy since)."""
-    return _default.is_initialized()
+    return _default.held_by(OWNER) is not None
+
+
+def _groups() -> ProcessGroups:
+    return _default.owned(OWNER)
 
 
 def get_tensor_parallel_group() -> Any:
     """The tensor-parallel group of this rank."""
-    return _default.current().group("tp")
+    return _groups().group("tp")
 
 
 def get_tensor_parallel_ranks() -> list[int]:
     """The global ranks of this rank's tensor-parallel group."""
-    return list(_default.current().ranks("tp"))
+    return list(_groups().ranks("tp"))
 
 
 def get_tensor_parallel_rank() -> int:
     """This rank's position in its tensor-parallel group."""
-    return _default.current().rank("tp")
+    return _groups().rank("tp")
 
 
 def get_tensor_parallel_world_size() -> int:
     """tp."""
-    return _default.current().size("tp")
+    return _groups().size("tp")
 
 
 def get_tensor_parallel_src_rank() -> int:
     """The global rank of position 0 in this rank's tensor-parallel group."""
-    return _default.current().ranks("tp")[0]
+    return _groups().ranks("tp")[0]
 
 
 def get_data_parallel_group() -> Any:
     """The data-parallel group of this rank."""
-    return _default.current().group("dp")
+    return _groups().group("dp")
 
 
 def get_data_parallel_ranks() -> list[int]:
     """The global ranks of this rank's data-parallel group."""
-    return list(_default.current().ranks("dp"))
+    return list(_groups().ranks("dp"))
 
 
 def get_data_parallel_rank() -> int:
     """This rank's position in its data-parallel group."""
-    return _default.current().rank("dp")
+    return _groups().rank("dp")
 
 
 def get_data_parallel_world_size() -> int:
     """dp."""
-    return _default.current().size("dp")
+    return _groups().size("dp")
 
 
 def get_pipeline_parallel_group() -> Any:
     """The pipeline group of this rank."""
-    return _default.current().group("pp")
+    return _groups().group("pp")
 
 
 def get_pipeline_parallel_ranks() -> list[int]:
     """The global ranks of this rank's pipeline group."""
-    return list(_default.current().ranks("pp"))
+    return list(_groups().ranks("pp"))
 
 
 def get_pipeline_parallel_rank() -> int:
     """This rank's pipeline stage."""
-    return _default.current().rank("pp")
+    return _groups().rank("pp")
 
 
 def get_pipeline_parallel_world_size() -> int:
     """pp."""
-    return _default.current().size("pp")
+    return _groups().size("pp")
 
 
 def get_context_parallel_group() -> Any:
     """The context-parallel group of this rank."""
-    return _default.current().group("cp")
+    return _groups().group("cp")
 
 
 def get_context_parallel_ranks() -> list[int]:
     """The global ranks of this rank's context-parallel group."""
-    return list(_default.current().ranks("cp"))
+    return list(_groups().ranks("cp"))
 
 
 def get_context_parallel_rank() -> int:
     """This rank's position in its context-parallel group."""
-    return _default.current().rank("cp")
+    return _groups().rank("cp")
 
 
 def get_context_parallel_world_size() -> int:
     """cp."""
-    return _default.current().size("cp")
+    return _groups().size("cp")

@@ -21,7 +21,7 @@ import torch.distributed as dist
 from topology import Topology, TopologyError
 
 from .. import _default
-from .._process_groups import ProcessGroups
+from .._process_groups import ProcessGroups, refuse, require_initialized
 
 __all__ = [
     "destroy_model_parallel",
@@ -86,6 +86,7 @@ __all__ = [
     "set_virtual_pipeline_model_parallel_rank",
 ]
 
+OWNER = _default.Owner("compat.megatron", "initialize_model_parallel()", "destroy_model_parallel()")
 _virtual_rank: int | None = None
 
 
@@ -144,53 +145,47 @@ def initialize_model_parallel(
             initialization.
     """
     global _virtual_rank
-    if use_sharp or nccl_communicator_config_path is not None:
-        raise TopologyError(
-            "use_sharp and nccl_communicator_config_path are not supported by this façade; "
-            "leave them at their defaults"
+    require_initialized("initialize_model_parallel")
+    try:
+        if use_sharp or nccl_communicator_config_path is not None:
+            raise TopologyError(
+                "use_sharp and nccl_communicator_config_path are not supported by this façade; "
+                "leave them at their defaults"
+            )
+        if type(distributed_timeout_minutes) is not int or distributed_timeout_minutes < 1:
+            raise TopologyError(
+                f"distributed_timeout_minutes must be a positive int, got "
+                f"{distributed_timeout_minutes!r}; e.g. 30"
+            )
+        if type(create_gloo_process_groups) is not bool:
+            raise TopologyError(
+                f"create_gloo_process_groups must be True or False, got "
+                f"{create_gloo_process_groups!r}"
+            )
+        topology = _topology(
+            tensor_model_parallel_size,
+            pipeline_model_parallel_size,
+            virtual_pipeline_model_parallel_size,
+            context_parallel_size,
+            hierarchical_context_parallel_sizes,
+            expert_model_parallel_size,
+            num_distributed_optimizer_instances,
+            expert_tensor_parallel_size,
+            order,
+            get_embedding_ranks,
+            get_position_embedding_ranks,
         )
-    if type(distributed_timeout_minutes) is not int or distributed_timeout_minutes < 1:
-        raise TopologyError(
-            f"distributed_timeout_minutes must be a positive int, got "
-            f"{distributed_timeout_minutes!r}; e.g. 30"
-        )
-    if not dist.is_initialized():
-        raise TopologyError(
-            "torch.distributed is not initialized; call torch.distributed.init_process_group "
-            "on every rank before initialize_model_parallel"
-        )
-    hcp = (
-        tuple(hierarchical_context_parallel_sizes) if hierarchical_context_parallel_sizes else None
-    )
-    sizes: dict[str, Any] = dict(
-        tp=tensor_model_parallel_size,
-        pp=pipeline_model_parallel_size,
-        cp=context_parallel_size,
-        ep=expert_model_parallel_size,
-        etp=expert_tensor_parallel_size,
-        vpp=virtual_pipeline_model_parallel_size,
-        order=order,
-        dist_opt_instances=num_distributed_optimizer_instances,
-        hcp_sizes=hcp,
-    )
-    topology = Topology(dist.get_world_size(), **sizes)
-    embedding = _stages(topology, get_embedding_ranks, "get_embedding_ranks")
-    position = _stages(topology, get_position_embedding_ranks, "get_position_embedding_ranks")
-    if embedding is not None:
-        sizes["embedding_stages"] = embedding
-    if position is not None:
-        sizes["position_embedding_stages"] = position
-    if embedding is not None or position is not None:
-        topology = Topology(dist.get_world_size(), **sizes)
+    except TopologyError as problem:
+        refuse(problem)  # every rank hears of it, nobody waits
     gloo: tuple[str, ...] = ()
     if create_gloo_process_groups:
         gloo = ("dp-cp", "dp", "edp")
-        if num_distributed_optimizer_instances > 1:
+        if topology.dist_opt_instances > 1:
             gloo += ("intra-dp-cp", "intra-edp")
-    backends = {"pp": pipeline_model_parallel_comm_backend}
-    _default.initialize(
+    _default.claim(
+        OWNER,
         topology,
-        backends=backends,
+        backends={"pp": pipeline_model_parallel_comm_backend},
         timeout=timedelta(minutes=distributed_timeout_minutes),
         gloo=gloo,
         strategy=strategy,
@@ -198,34 +193,79 @@ def initialize_model_parallel(
     _virtual_rank = 0 if virtual_pipeline_model_parallel_size is not None else None
 
 
+def _topology(
+    tp: int,
+    pp: int,
+    vpp: int | None,
+    cp: int,
+    hcp_sizes: Sequence[int] | None,
+    ep: int,
+    instances: int,
+    etp: int | None,
+    order: str,
+    get_embedding_ranks: Callable[[list[int]], list[int]] | None,
+    get_position_embedding_ranks: Callable[[list[int]], list[int]] | None,
+) -> Topology:
+    """The Topology Megatron's arguments describe, over the whole default group."""
+    if hcp_sizes is not None and not isinstance(hcp_sizes, Sequence):
+        raise TopologyError(
+            f"hierarchical_context_parallel_sizes must be a sequence of ints, got {hcp_sizes!r}"
+        )
+    sizes: dict[str, Any] = dict(
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        etp=etp,
+        vpp=vpp,
+        order=order,
+        dist_opt_instances=instances,
+        hcp_sizes=tuple(hcp_sizes) if hcp_sizes else None,
+    )
+    topology = Topology(dist.get_world_size(), **sizes)
+    embedding = _stages(topology, get_embedding_ranks, "get_embedding_ranks")
+    position = _stages(topology, get_position_embedding_ranks, "get_position_embedding_ranks")
+    if embedding is None and position is None:
+        return topology
+    if embedding is not None:
+        sizes["embedding_stages"] = embedding
+    if position is not None:
+        sizes["position_embedding_stages"] = position
+    return Topology(dist.get_world_size(), **sizes)
+
+
 def destroy_model_parallel() -> None:
-    """Destroy every group ``initialize_model_parallel`` made (a no-op when none)."""
+    """Destroy every group ``initialize_model_parallel`` made (a no-op when none).
+
+    Raises:
+        TopologyError: the default groups were made by another façade (they are left alone).
+    """
     global _virtual_rank
+    _default.release(OWNER)
     _virtual_rank = None
-    _default.destroy()
 
 
 def model_parallel_is_initialized() -> bool:
-    """Whether the groups exist."""
-    return _default.is_initialized()
+    """Whether this façade's groups exist."""
+    return _default.held_by(OWNER) is not None
 
 
 def is_initialized() -> bool:
-    """Whether the groups exist (Megatron: the data-parallel group exists)."""
-    return _default.is_initialized()
+    """Whether this façade's groups exist (Megatron: the data-parallel group exists)."""
+    return _default.held_by(OWNER) is not None
 
 
 def is_unitialized() -> bool:
     """Megatron's spelling of ``not is_initialized()``."""
-    return not _default.is_initialized()
+    return _default.held_by(OWNER) is None
 
 
 def _groups() -> ProcessGroups:
-    return _default.current()
+    return _default.owned(OWNER)
 
 
 def _group(kind: str, check_initialized: bool = True) -> Any:
-    if not check_initialized and not _default.is_initialized():
+    if not check_initialized and not is_initialized():
         return None
     groups = _groups()
     if not check_initialized and not groups.has_group(kind):
@@ -284,7 +324,7 @@ def get_context_parallel_group(check_initialized: bool = True) -> Any:
 
 def get_context_parallel_global_ranks(check_initialized: bool = True) -> list[int] | None:
     """The global ranks of this rank's context-parallel group."""
-    if not check_initialized and not _default.is_initialized():
+    if not check_initialized and not is_initialized():
         return None
     return list(_groups().ranks("cp"))
 
@@ -552,7 +592,7 @@ def is_pipeline_last_stage(ignore_virtual: bool = True, vp_stage: int | None = N
 
 def is_rank_in_embedding_group(ignore_virtual: bool = True, vp_stage: int | None = None) -> bool:
     """Whether this rank holds word embeddings (in virtual chunk ``vp_stage``)."""
-    if not _default.is_initialized():
+    if not is_initialized():
         return False
     groups = _groups()
     stage = _vp_stage(ignore_virtual, vp_stage)
@@ -561,7 +601,7 @@ def is_rank_in_embedding_group(ignore_virtual: bool = True, vp_stage: int | None
 
 def is_rank_in_position_embedding_group() -> bool:
     """Whether this rank holds position embeddings."""
-    if not _default.is_initialized():
+    if not is_initialized():
         return False
     groups = _groups()
     return groups.topology.has_group(groups.global_rank, "position-embedding")

@@ -24,6 +24,7 @@ import torch.distributed as dist
 from topology import Topology, TopologyError
 
 from .. import _default
+from .._process_groups import refuse, require_initialized
 
 __all__ = [
     "ParallismError",
@@ -33,6 +34,9 @@ __all__ = [
     "parallelism_is_initialized",
     "reset_parallelism",
 ]
+
+
+OWNER = _default.Owner("compat.ml", "init_parallelism()", "reset_parallelism()")
 
 
 class ParallismError(TopologyError):
@@ -97,18 +101,16 @@ def init_parallelism(
     Raises:
         ParallismError: invalid sizes (with the arithmetic), or already initialized.
     """
-    if not dist.is_initialized():
-        raise ParallismError(
-            "torch.distributed is not initialized; call torch.distributed.init_process_group "
-            "on every rank before init_parallelism"
-        )
-    if _default.is_initialized():
-        raise ParallismError("parallelism is already initialized; call reset_parallelism() first")
     try:
-        topology = Topology.ml_starter(
-            dist.get_world_size(), model_parallelism, pipeline_parallelism
-        )
-        _default.initialize(
+        require_initialized("init_parallelism")
+        try:
+            topology = Topology.ml_starter(
+                dist.get_world_size(), model_parallelism, pipeline_parallelism
+            )
+        except TopologyError as problem:
+            refuse(problem)  # every rank hears of it, nobody waits
+        _default.claim(
+            OWNER,
             topology,
             backends={"tp": mp_backend, "pp": pp_backend, "dp": dp_backend},
             kinds=("tp", "pp", "dp"),
@@ -121,7 +123,7 @@ def init_parallelism(
 
 
 def _info(kind: str) -> _GroupInfo:
-    groups = _default.current()
+    groups = _default.owned(OWNER)
     return _GroupInfo(
         group=groups.group(kind),
         global_ranks=list(groups.ranks(kind)),
@@ -132,9 +134,12 @@ def _info(kind: str) -> _GroupInfo:
 
 def parallel_group_info() -> _GroupsInfos:
     """This rank's groups; ``ParallismError`` if ``init_parallelism`` has not run."""
-    if not _default.is_initialized():
-        raise ParallismError("parallelism is not initialized; call init_parallelism() first")
-    return _GroupsInfos(mp=_info("tp"), pp=_info("pp"), dp=_info("dp"))
+    try:
+        return _GroupsInfos(mp=_info("tp"), pp=_info("pp"), dp=_info("dp"))
+    except ParallismError:
+        raise
+    except TopologyError as error:
+        raise ParallismError(str(error)) from error
 
 
 def default_group_info() -> _GroupInfo | None:
@@ -147,9 +152,16 @@ def default_group_info() -> _GroupInfo | None:
 
 def parallelism_is_initialized() -> bool:
     """Whether ``init_parallelism`` has run (and ``reset_parallelism`` has not since)."""
-    return _default.is_initialized()
+    return _default.held_by(OWNER) is not None
 
 
 def reset_parallelism() -> None:
-    """Destroy the groups ``init_parallelism`` made (a no-op when none)."""
-    _default.destroy()
+    """Destroy the groups ``init_parallelism`` made (a no-op when none).
+
+    Raises:
+        ParallismError: the default groups were made by another façade (they are left alone).
+    """
+    try:
+        _default.release(OWNER)
+    except TopologyError as error:
+        raise ParallismError(str(error)) from error

@@ -3,7 +3,9 @@
 Each layer initialises the full master weight from the global torch generator (seed every rank
 equally) and keeps its slice, so ``master_weight`` is the weight ``nn.Linear`` / ``nn.Embedding``
 would use. ``group=None`` means ``topology_torch.current().group("tp")``; a group of one rank
-costs no collective.
+costs no collective. Embedding ids outside ``[0, num_embeddings)`` raise
+:class:`IdOutOfRangeError`, a ``TopologyError`` that is also an ``IndexError`` (what
+``nn.Embedding`` raises), at every tp.
 
 >>> import torch
 >>> from topology_torch.ops import _SingleRank
@@ -17,12 +19,14 @@ torch.Size([2, 8])
 """
 
 from ._embedding import ParallelEmbedding, VocabParallelEmbedding
+from ._ids import IdOutOfRangeError
 from ._init import INIT_TYPES, InitType, initialize_model_parallel_affine_weight_
 from ._linear import ColumnParallelLinear, RowParallelLinear
 
 __all__ = [
     "INIT_TYPES",
     "ColumnParallelLinear",
+    "IdOutOfRangeError",
     "InitType",
     "ParallelEmbedding",
     "RowParallelLinear",

@@ -10,6 +10,7 @@ from torch import nn
 
 from topology import TopologyError
 
+from .._debug_checks import show as _show
 from ..ops import (
     group_rank,
     group_size,
@@ -19,13 +20,15 @@ from ..ops import (
     resolve_group,
     sp_scatter,
 )
+from ._checks import check_flag, check_int, check_size, factory_kwargs
+from ._ids import check_ids
 from ._init import (
     InitType,
     check_init_type,
     gather_master,
     initialize_model_parallel_affine_weight_,
 )
-from ._linear import _divisible, check_size
+from ._linear import _divisible
 
 __all__ = ["ParallelEmbedding", "VocabParallelEmbedding"]
 
@@ -35,7 +38,7 @@ def _check_padding(padding_idx: int | None, num_embeddings: int) -> int | None:
         return None
     if type(padding_idx) is not int or not -num_embeddings <= padding_idx < num_embeddings:
         raise TopologyError(
-            f"padding_idx({padding_idx!r}) must be an int in [{-num_embeddings}, "
+            f"padding_idx({_show(padding_idx)}) must be an int in [{-num_embeddings}, "
             f"{num_embeddings - 1}] for num_embeddings({num_embeddings}); pass an id in range"
         )
     return padding_idx % num_embeddings
@@ -80,13 +83,15 @@ class ParallelEmbedding(nn.Module):
         check_size("embedding_dim", embedding_dim)
         check_init_type(init_type)
         self.padding_idx = _check_padding(padding_idx, num_embeddings)
+        self.scale_grad_by_freq = check_flag("scale_grad_by_freq", scale_grad_by_freq)
+        self.sequence_parallel = check_flag("sequence_parallel", sequence_parallel)
+        self.sequence_dim = check_int("sequence_dim", sequence_dim)
+        kw = factory_kwargs(device, dtype)
         self.group = resolve_group(group)
         self.tp = group_size(self.group)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.scale_grad_by_freq = scale_grad_by_freq
-        self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
         local = _divisible("embedding_dim", embedding_dim, self.tp, 1)
-        self.weight = nn.Parameter(torch.empty(num_embeddings, local, device=device, dtype=dtype))
+        self.weight = nn.Parameter(torch.empty(num_embeddings, local, **kw))
         initialize_model_parallel_affine_weight_(
             self.weight, num_embeddings, embedding_dim, local, 1, init_type, 1, self.group
         )
@@ -95,7 +100,12 @@ class ParallelEmbedding(nn.Module):
                 self.weight[self.padding_idx].zero_()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """Embed integer ``ids`` (replicated on the group) into ``(*ids.shape, embedding_dim)``."""
+        """Embed integer ``ids`` (replicated on the group) into ``(*ids.shape, embedding_dim)``.
+
+        Raises:
+            IdOutOfRangeError: an id outside ``[0, num_embeddings)`` (as ``nn.Embedding``).
+        """
+        ids = check_ids(ids, self.num_embeddings)
         y = F.embedding(
             ids, self.weight, self.padding_idx, scale_grad_by_freq=self.scale_grad_by_freq
         )
@@ -119,7 +129,8 @@ class VocabParallelEmbedding(nn.Module):
     Rank ``r`` holds rows ``[r * V / tp, (r + 1) * V / tp)`` as ``weight``
     ``(num_embeddings / tp, embedding_dim)``; it looks up the ids inside its shard, zeroes the
     others and all-reduces (or, with ``sequence_parallel``, reduce-scatters ``sequence_dim``).
-    Ids must lie in ``[0, num_embeddings)``; ids outside every shard embed to zeros.
+    Ids must lie in ``[0, num_embeddings)``; others raise :class:`IdOutOfRangeError` (an
+    ``IndexError``, as in ``nn.Embedding``) before any collective.
 
     >>> import torch
     >>> from topology_torch.ops import _SingleRank
@@ -145,14 +156,16 @@ class VocabParallelEmbedding(nn.Module):
         check_size("embedding_dim", embedding_dim)
         check_init_type(init_type)
         self.padding_idx = _check_padding(padding_idx, num_embeddings)
+        self.sequence_parallel = check_flag("sequence_parallel", sequence_parallel)
+        self.sequence_dim = check_int("sequence_dim", sequence_dim)
+        kw = factory_kwargs(device, dtype)
         self.group = resolve_group(group)
         self.tp = group_size(self.group)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
         local = _divisible("num_embeddings", num_embeddings, self.tp, 1)
         self.vocab_start = group_rank(self.group) * local
         self.vocab_end = self.vocab_start + local
-        self.weight = nn.Parameter(torch.empty(local, embedding_dim, device=device, dtype=dtype))
+        self.weight = nn.Parameter(torch.empty(local, embedding_dim, **kw))
         initialize_model_parallel_affine_weight_(
             self.weight, num_embeddings, embedding_dim, local, 0, init_type, 1, self.group
         )
@@ -163,7 +176,13 @@ class VocabParallelEmbedding(nn.Module):
                 self.weight[self.local_padding_idx].zero_()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """Embed integer ``ids`` (replicated on the group) into ``(*ids.shape, embedding_dim)``."""
+        """Embed integer ``ids`` (replicated on the group) into ``(*ids.shape, embedding_dim)``.
+
+        Raises:
+            IdOutOfRangeError: an id outside ``[0, num_embeddings)`` (as ``nn.Embedding``), at
+                every tp: no id silently embeds to zeros.
+        """
+        ids = check_ids(ids, self.num_embeddings)
         if self.tp == 1:
             return F.embedding(ids, self.weight, self.local_padding_idx)
         outside = (ids < self.vocab_start) | (ids >= self.vocab_end)

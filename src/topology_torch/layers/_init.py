@@ -10,7 +10,9 @@ from torch import nn
 
 from topology import TopologyError
 
+from .._debug_checks import show as _show
 from ..ops import _all_gather, group_rank, group_size, resolve_group
+from ._checks import check_size
 
 __all__ = [
     "INIT_TYPES",
@@ -44,11 +46,11 @@ STD = 0.02
 CONSTANT = 0.1
 
 
-def check_init_type(init_type: str) -> None:
+def check_init_type(init_type: object) -> None:
     """Raise :class:`TopologyError` unless ``init_type`` is one of :data:`INIT_TYPES`."""
-    if init_type not in INIT_TYPES:
+    if type(init_type) is not str or init_type not in INIT_TYPES:
         raise TopologyError(
-            f"init_type({init_type!r}) is not an initialisation type; "
+            f"init_type({_show(init_type)}) is not an initialisation type; "
             f"use one of {', '.join(INIT_TYPES)}"
         )
 
@@ -158,8 +160,21 @@ def gather_master(
     with torch.no_grad():
         if size == 1:
             return local.detach().clone()
-        full = _all_gather(local.detach(), dim, size, group)
+        full = _all_gather(local.detach(), dim, size, group, "master_weight")
         return to_master_order(full, dim, size, stride)
+
+
+def _check_weight(weight: object, master: tuple[int, int], dim: int, part: int) -> None:
+    want = (part, master[1]) if dim == 0 else (master[0], part)
+    if not isinstance(weight, torch.Tensor) or not weight.is_floating_point():
+        raise TopologyError(
+            f"weight({_show(weight)}) must be a floating torch.Tensor of shape {want}"
+        )
+    if tuple(weight.shape) != want:
+        raise TopologyError(
+            f"weight has shape {tuple(weight.shape)} but this rank's shard of the {master} "
+            f"master along dim {dim} has shape {want}; pass a weight of shape {want}"
+        )
 
 
 def initialize_model_parallel_affine_weight_(
@@ -179,8 +194,9 @@ def initialize_model_parallel_affine_weight_(
     :func:`shard` gives it along ``partition_dim`` (0 for column-, 1 for row-parallel).
 
     Raises:
-        TopologyError: an unknown ``init_type``, or ``per_partition_size`` that is not the master
-            size along ``partition_dim`` divided by the group size.
+        TopologyError: an unknown ``init_type``, ``per_partition_size`` that is not the master
+            size along ``partition_dim`` divided by the group size, a ``weight`` that is not a
+            floating tensor of this rank's shard shape, or any argument of the wrong type.
 
     >>> import torch
     >>> from topology_torch.ops import _SingleRank
@@ -190,9 +206,16 @@ def initialize_model_parallel_affine_weight_(
     12.0
     """
     check_init_type(init_type)
-    if partition_dim not in (0, 1):
+    for name, value in (
+        ("out_features", out_features),
+        ("in_features", in_features),
+        ("per_partition_size", per_partition_size),
+        ("stride", stride),
+    ):
+        check_size(name, value)
+    if type(partition_dim) is not int or partition_dim not in (0, 1):
         raise TopologyError(
-            f"partition_dim({partition_dim}) must be 0 (column) or 1 (row) of the 2-d weight"
+            f"partition_dim({_show(partition_dim)}) must be 0 (column) or 1 (row) of the 2-d weight"
         )
     group = resolve_group(group)
     size = group_size(group)
@@ -203,6 +226,7 @@ def initialize_model_parallel_affine_weight_(
             f"{per_partition_size * size} != {('out', 'in')[partition_dim]}_features({full}); "
             f"pass per_partition_size={full // size} with sizes divisible by {size}"
         )
+    _check_weight(weight, (out_features, in_features), partition_dim, per_partition_size)
     master = torch.empty(out_features, in_features, dtype=torch.float32, device=weight.device)
     init_master_(master, init_type)
     local = shard(master, partition_dim, size, group_rank(group), stride)

@@ -22,6 +22,7 @@ from ..ops import (
     sp_gather,
     sp_scatter,
 )
+from ._checks import check_flag, check_int, check_size, factory_kwargs
 from ._init import (
     InitType,
     check_init_type,
@@ -34,13 +35,6 @@ from ._init import (
 )
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear"]
-
-
-def check_size(name: str, value: object) -> int:
-    """Return ``value`` if it is an int >= 1, else raise :class:`TopologyError`."""
-    if type(value) is not int or value < 1:
-        raise TopologyError(f"{name}({value!r}) must be an int >= 1; pass a positive integer")
-    return value
 
 
 def _check_lora(lora_rank: object) -> int | None:
@@ -132,6 +126,11 @@ class ColumnParallelLinear(nn.Module):
         check_size("stride", stride)
         check_init_type(init_type)
         self.lora_rank = _check_lora(lora_rank)
+        check_flag("bias", bias)
+        check_flag("gather_output", gather_output)
+        check_flag("sequence_parallel", sequence_parallel)
+        check_int("sequence_dim", sequence_dim)
+        kw = factory_kwargs(device, dtype)
         if gather_output and sequence_parallel:
             raise TopologyError(
                 "gather_output=True with sequence_parallel=True would gather features of a "
@@ -145,7 +144,6 @@ class ColumnParallelLinear(nn.Module):
         self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
         self.init_type = init_type
         local_out = _divisible("out_features", out_features, self.tp, stride)
-        kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(local_out, in_features, **kw))
         self.bias = nn.Parameter(torch.empty(local_out, **kw)) if bias else None
         initialize_model_parallel_affine_weight_(
@@ -155,7 +153,7 @@ class ColumnParallelLinear(nn.Module):
         self.lora_a: nn.Parameter | None = None
         self.lora_b: nn.Parameter | None = None
         if self.lora_rank is not None:
-            self.lora_a = _new_lora_a(self.lora_rank, in_features, 1, 0, 1, device, dtype)
+            self.lora_a = _new_lora_a(self.lora_rank, in_features, 1, 0, 1, **kw)
             self.lora_b = nn.Parameter(torch.zeros(local_out, self.lora_rank, **kw))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -240,6 +238,11 @@ class RowParallelLinear(nn.Module):
         check_size("stride", stride)
         check_init_type(init_type)
         self.lora_rank = _check_lora(lora_rank)
+        check_flag("bias", bias)
+        check_flag("input_is_parallel", input_is_parallel)
+        check_flag("sequence_parallel", sequence_parallel)
+        check_int("sequence_dim", sequence_dim)
+        kw = factory_kwargs(device, dtype)
         if sequence_parallel and not input_is_parallel:
             raise TopologyError(
                 "sequence_parallel=True needs input_is_parallel=True (the input is a column "
@@ -253,7 +256,6 @@ class RowParallelLinear(nn.Module):
         self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
         self.init_type = init_type
         local_in = _divisible("in_features", in_features, self.tp, stride)
-        kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(out_features, local_in, **kw))
         self.bias = nn.Parameter(torch.empty(out_features, **kw)) if bias else None
         initialize_model_parallel_affine_weight_(
@@ -264,7 +266,7 @@ class RowParallelLinear(nn.Module):
         self.lora_b: nn.Parameter | None = None
         if self.lora_rank is not None:
             self.lora_a = _new_lora_a(
-                self.lora_rank, in_features, self.tp, self.tp_rank, stride, device, dtype
+                self.lora_rank, in_features, self.tp, self.tp_rank, stride, **kw
             )
             self.lora_b = nn.Parameter(torch.zeros(out_features, self.lora_rank, **kw))
 
