@@ -40,14 +40,6 @@ def pp_topology(pp_ranks: list[int]) -> Topology:
     return topo
 
 
-def test_golden_file_matches_shared_copy() -> None:
-    """tests/data/seeds.json is the shared golden file (when shared/ is beside the checkout)."""
-    shared = Path(__file__).resolve().parents[2] / "shared" / "golden" / "seeds.json"
-    if not shared.exists():
-        pytest.skip("shared/golden is not beside this checkout")
-    assert json.loads(shared.read_text()) == DATA
-
-
 @pytest.mark.parametrize("layout_id", [k for k, v in LAYOUTS.items() if v["groups"]])
 def test_layout_groups(layout_id: str) -> None:
     """Each listed kind's groups equal the golden lists, in order."""
@@ -86,10 +78,31 @@ def test_ml_starter_constructor() -> None:
         assert [list(g) for g in topo.groups(kind)] == groups
 
 
+def test_ml_starter_constructor_defaults() -> None:
+    """Topology.ml_starter(4, 2) (pipeline parallelism left at 1) is the ml-starter-4 layout."""
+    entry = LAYOUTS["ml-starter-4"]
+    topo = Topology.ml_starter(4, 2)
+    assert topo == build(entry)
+    for kind, groups in entry["groups"].items():
+        assert [list(g) for g in topo.groups(kind)] == groups
+    assert Topology.ml_starter(4) == Topology(4, order="tp-pp-dp")
+
+
+def test_ezpz_constructor_defaults() -> None:
+    """Topology.ezpz(8, tp=2) (cp and pp left at 1) is the ezpz-8 layout."""
+    entry = LAYOUTS["ezpz-8"]
+    topo = Topology.ezpz(8, tp=2)
+    assert topo == build(entry)
+    for kind, groups in entry["groups"].items():
+        assert [list(g) for g in topo.groups(kind)] == groups
+    assert Topology.ezpz(4).tp == 1
+
+
 def test_ezpz_constructor() -> None:
     """Topology.ezpz(16, tp=2, pp=2, cp=2) is the ezpz-16 layout."""
     entry = LAYOUTS["ezpz-16"]
     topo = Topology.ezpz(16, tp=2, pp=2, cp=2)
+    assert topo == build(entry)
     for kind, groups in entry["groups"].items():
         assert [list(g) for g in topo.groups(kind)] == groups
 

@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 from topology import Grid
 from topology.strategies import grids
 
-CHEAP = settings(max_examples=200)
+# Example budget relative to the loaded profile (100 in ci/dev, fewer in `mutation`).
+BUDGET = settings.default.max_examples
+
+CHEAP = settings(max_examples=2 * BUDGET)
 
 
 def reference_coords(grid: Grid) -> dict[int, tuple[int, ...]]:
@@ -48,10 +51,17 @@ def reference_position(grid: Grid, rank: int, axes: set[str]) -> int:
 
 @st.composite
 def grids_with_axes(draw: st.DrawFn, max_world_size: int = 64) -> tuple[Grid, tuple[str, ...]]:
-    """A grid and a subset of its axes, in a drawn order."""
+    """A grid and a subset of its axes, in a drawn order: non-empty in about 7 of 8 examples.
+
+    (``st.lists(st.sampled_from(axes), unique=True)`` is empty in about 3 of 4 examples, so the
+    laws would mostly check singleton groups.)
+    """
     grid = draw(grids(max_world_size=max_world_size))
-    chosen = draw(st.lists(st.sampled_from(grid.axes), unique=True))
-    return grid, tuple(chosen)
+    shuffled = draw(st.permutations(grid.axes))
+    if draw(st.integers(0, 7)) == 0:
+        return grid, ()
+    count = draw(st.integers(1, len(shuffled)))
+    return grid, tuple(shuffled[:count])
 
 
 @st.composite

@@ -31,8 +31,11 @@ from hypothesis.errors import InvalidArgument
 from topology import Topology, TopologyError
 from topology.strategies import grids, ranks, topologies
 
-CHEAP = settings(max_examples=200)
-MEDIUM = settings(max_examples=100)
+# Example budget relative to the loaded profile (100 in ci/dev, fewer in `mutation`).
+BUDGET = settings.default.max_examples
+
+CHEAP = settings(max_examples=2 * BUDGET)
+MEDIUM = settings(max_examples=BUDGET)
 
 Groups = list[tuple[int, ...]]
 
@@ -171,31 +174,50 @@ def reference_derived_groups(topo: Topology, kind: str) -> Groups:
     return blocks
 
 
-def expected_kinds(topo: Topology) -> list[str]:
-    """Megatron's creation order of the kinds this topology defines."""
-    many = topo.dist_opt_instances > 1
-    levels = [f"hcp-{k}" for k in range(len(topo.hcp_sizes or ()))]
-    return [
-        "dp-cp",
-        *(["intra-dp-cp"] if many else []),
-        "dp",
-        "cp",
-        *levels,
-        "tp-pp",
-        "tp",
-        "pp",
-        "embedding",
-        "position-embedding",
-        "tp-dp-cp",
-        "tp-dp",
-        "tp-cp",
-        "ep",
-        "etp",
-        "etp-ep",
-        "etp-ep-pp",
-        "edp",
-        *(["intra-edp", "inter-edp", "intra-dist-opt"] if many else []),
-    ]
+TABLE_KINDS = {  # the rows of DESIGN 2.2's kind table that every topology defines
+    *("tp", "cp", "dp", "pp"),
+    *("dp-cp", "tp-pp", "tp-cp", "tp-dp", "tp-dp-cp"),
+    *("ep", "etp", "edp", "etp-ep", "etp-ep-pp"),
+    *("embedding", "position-embedding"),
+}
+DIST_OPT_KINDS = {"intra-dp-cp", "intra-edp", "inter-edp", "intra-dist-opt"}
+
+# Megatron-core 0.16's initialize_model_parallel creates its groups in this order (dp_cp with
+# intra_dp_cp, dp, cp with the hcp levels, mp, tp, pp with embd and pos_embd, tp_dp_cp,
+# tp_dp, tp_cp, then the expert groups ep, expt_tp, tp_ep, tp_ep_pp, expt_dp with
+# intra_expt_dp, inter_dist_opt and intra_dist_opt), for a layout with two hcp levels and two
+# distributed-optimizer instances.
+MEGATRON_CREATION_ORDER = (
+    "dp-cp",
+    "intra-dp-cp",
+    "dp",
+    "cp",
+    "hcp-0",
+    "hcp-1",
+    "tp-pp",
+    "tp",
+    "pp",
+    "embedding",
+    "position-embedding",
+    "tp-dp-cp",
+    "tp-dp",
+    "tp-cp",
+    "ep",
+    "etp",
+    "etp-ep",
+    "etp-ep-pp",
+    "edp",
+    "intra-edp",
+    "inter-edp",
+    "intra-dist-opt",
+)
+
+
+def creation_slot(kind: str) -> tuple[int, int]:
+    """Where Megatron creates ``kind``: its slot in the order above (hcp levels by level)."""
+    if kind.startswith("hcp-"):
+        return MEGATRON_CREATION_ORDER.index("hcp-0"), int(kind[4:])
+    return MEGATRON_CREATION_ORDER.index(kind), 0
 
 
 def all_ranks(topo: Topology) -> range:
@@ -248,9 +270,25 @@ def test_derived_kinds_match_reference(topo: Topology) -> None:
 
 @CHEAP
 @given(topologies())
-def test_kinds_are_megatron_creation_order(topo: Topology) -> None:
-    """kinds lists exactly the defined kinds in Megatron's creation order."""
-    assert list(topo.kinds) == expected_kinds(topo)
+def test_kinds_are_the_design_table(topo: Topology) -> None:
+    """kinds is the DESIGN table, one hcp level per hcp size, dist-opt kinds only with N > 1."""
+    levels = {f"hcp-{k}" for k in range(len(topo.hcp_sizes or ()))}
+    dist_opt = DIST_OPT_KINDS if topo.dist_opt_instances > 1 else set()
+    assert len(set(topo.kinds)) == len(topo.kinds)
+    assert set(topo.kinds) == TABLE_KINDS | levels | dist_opt
+
+
+@CHEAP
+@given(topologies())
+def test_kinds_come_in_megatron_creation_order(topo: Topology) -> None:
+    """Any two kinds come in the order Megatron creates their groups."""
+    assert list(topo.kinds) == sorted(topo.kinds, key=creation_slot)
+
+
+def test_kinds_of_a_full_layout() -> None:
+    """A layout with every optional kind lists Megatron's whole creation order."""
+    topo = Topology(64, tp=2, cp=4, ep=2, pp=2, dist_opt_instances=2, hcp_sizes=(2, 2))
+    assert topo.kinds == MEGATRON_CREATION_ORDER
 
 
 # -- structural laws ----------------------------------------------------------------------------
@@ -334,17 +372,96 @@ def test_position_in_group_is_the_coordinate(case: tuple[Topology, int]) -> None
         assert topo.local_rank(rank, kind) == position, kind
 
 
+def reference_groups(topo: Topology, kind: str) -> Groups:
+    """The brute-force groups of any kind."""
+    if kind in GRID_KINDS:
+        return reference_grid_groups(topo, kind)
+    return reference_derived_groups(topo, kind)
+
+
 @CHEAP
 @given(topology_and_rank())
-def test_rank_info_agrees_with_group_of(case: tuple[Topology, int]) -> None:
-    """rank_info(r) shows every kind's group (None where absent) and the pipeline view."""
+def test_rank_info_matches_brute_force_membership(case: tuple[Topology, int]) -> None:
+    """rank_info(r) holds, per kind, the brute-force group containing r (None if none)."""
     topo, rank = case
     info = topo.rank_info(rank)
+    assert info.rank == rank
     for kind in topo.kinds:
-        expected = topo.group_of(rank, kind) if topo.has_group(rank, kind) else None
-        assert info.group(kind) == expected, kind
-    assert info.pipeline == topo.pipeline(rank)
-    json.dumps(info.to_dict())
+        holding = [g for g in reference_groups(topo, kind) if rank in g]
+        assert len(holding) <= 1, kind
+        if not holding:
+            assert info.group(kind) is None and info.local_rank(kind) is None, kind
+            continue
+        assert info.group(kind) == holding[0], kind
+        assert info.local_rank(kind) == holding[0].index(rank), kind
+    assert [kind for kind, _ in info.groups] == list(topo.kinds)
+
+
+@CHEAP
+@given(topology_and_rank())
+def test_rank_info_coordinates_are_the_enumerated_ones(case: tuple[Topology, int]) -> None:
+    """rank_info(r)'s coordinates are r's place in the row-major enumeration of each grid."""
+    topo, rank = case
+    info = topo.rank_info(rank)
+    order = completed_order(topo.order)
+    dense = enumerate_coords(dense_sizes(topo), order)[rank - topo.rank_offset]
+    assert info.coord("dense") == {t: dense[t] for t in order[::-1] if t != "ep"}
+    assert list(info.coord()) == [t for t in order[::-1] if t != "ep"]
+    if topo.expert is None:
+        assert info.coord("expert") == {}
+    else:
+        expert = enumerate_coords(expert_sizes(topo), order)[rank - topo.rank_offset]
+        names = {"tp": "etp", "dp": "edp"}
+        assert info.coord("expert") == {
+            names.get(t, t): expert[t] for t in order[::-1] if t != "cp"
+        }
+    pipe = next(g for g in reference_grid_groups(topo, "pp") if rank in g)
+    assert info.pipeline.stage == dense["pp"] == pipe.index(rank)
+    assert info.pipeline.ranks == pipe
+
+
+@CHEAP
+@given(topology_and_rank())
+def test_rank_info_to_dict_is_json_of_the_same_facts(case: tuple[Topology, int]) -> None:
+    """to_dict() survives JSON and repeats the groups, local ranks and sizes."""
+    topo, rank = case
+    data = json.loads(json.dumps(topo.rank_info(rank).to_dict()))
+    assert data["rank"] == rank and data["pipeline"]["rank"] == rank
+    assert list(data["groups"]) == list(topo.kinds)
+    for kind, entry in data["groups"].items():
+        holding = [g for g in reference_groups(topo, kind) if rank in g]
+        if not holding:
+            assert entry is None, kind
+            continue
+        assert entry == {
+            "ranks": list(holding[0]),
+            "local_rank": holding[0].index(rank),
+            "size": len(holding[0]),
+        }, kind
+
+
+@CHEAP
+@given(topology_and_rank())
+def test_in_embedding_follows_stage_and_virtual_chunk(case: tuple[Topology, int]) -> None:
+    """in_embedding(r) is membership of an embedding group; with vpp only the outer chunks."""
+    topo, rank = case
+    member = any(rank in g for g in reference_derived_groups(topo, "embedding"))
+    assert topo.in_embedding(rank) == member
+    assert topo.pipeline(rank).in_embedding == member
+    position = any(rank in g for g in reference_derived_groups(topo, "position-embedding"))
+    assert topo.pipeline(rank).in_position_embedding == position
+    stage = next(g for g in reference_grid_groups(topo, "pp") if rank in g).index(rank)
+    chunks = topo.vpp or 1
+    for v in range(chunks):
+        if topo.vpp is None:
+            expected = member
+        elif stage == 0:
+            expected = member and v == 0
+        elif stage == topo.pp - 1:
+            expected = member and v == chunks - 1
+        else:
+            expected = member
+        assert topo.in_embedding(rank, vp_stage=v) == expected, v
 
 
 @CHEAP
@@ -494,7 +611,7 @@ def test_text_forms_stay_short(topo: Topology) -> None:
     assert eval(repr(topo), {"Topology": Topology}) == topo
 
 
-@settings(max_examples=30)
+@settings(max_examples=min(30, BUDGET))
 @given(topologies(max_world_size=1024, max_size=32))
 def test_large_worlds_stay_lazy(topo: Topology) -> None:
     """len, [0], [-1] and group_of answer without enumerating a large world."""
@@ -541,12 +658,6 @@ def test_topologies_shrink_to_the_simplest_layout() -> None:
     assert find(topologies(), lambda topo: True) == Topology(1)
 
 
-def test_topologies_shrink_toward_small_worlds() -> None:
-    """The minimal MoE topology with ep > 1 is the smallest one: two ranks, ep = 2."""
-    topo = find(topologies(), lambda t: t.ep > 1)
-    assert (topo.world_size, topo.ep, topo.order) == (2, 2, "tp-cp-ep-dp-pp")
-
-
 @pytest.mark.parametrize(
     "strategy",
     [
@@ -569,9 +680,21 @@ def test_bad_strategy_arguments_raise_invalid_argument(strategy: st.SearchStrate
         find(strategy, lambda value: True)
 
 
-@settings(max_examples=50)
+@settings(max_examples=min(50, BUDGET))
 @given(topologies(moe=False, max_world_size=8, max_rank_offset=0))
 def test_topologies_respect_their_bounds(topo: Topology) -> None:
     """moe=False keeps ep = 1 and etp = tp; the world and offset stay within bounds."""
     assert topo.ep == 1 and topo.etp == topo.tp
     assert topo.world_size <= 8 and topo.rank_offset == 0
+
+
+def test_rank_info_rejects_unknown_grids_and_kinds() -> None:
+    """coord() knows two grids, group() the topology's kinds and Megatron's names."""
+    info = Topology(8, tp=2, pp=2).rank_info(5)
+    with pytest.raises(TopologyError, match="grid must be 'dense' or 'expert', got 'moe'"):
+        info.coord("moe")
+    with pytest.raises(TopologyError, match="unknown kind 'xp'; valid kinds: dp-cp, dp, cp"):
+        info.group("xp")
+    assert info.group("mp") == info.group("tp-pp") == (0, 1, 4, 5)  # dp coordinate 0
+    assert repr(info).startswith("RankInfo(rank=5, dense={'pp': 1, 'dp': 0, 'cp': 0, 'tp': 1}")
+    assert "groups=<16 of 16 kinds>" in repr(Topology(8, tp=2).rank_info(0))
