@@ -13,6 +13,10 @@
 # survivors, `mutmut show NAME` one. MUTMUT_CHILDREN (default 2) bounds the parallel test processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if [[ ! -x .venv/bin/mutmut ]]; then
+    PIP_CONSTRAINT="$PWD/constraints.txt" .venv/bin/python -m pip -q install mutmut
+fi
 export CI=true HYPOTHESIS_PROFILE=mutation
 if [[ "${MUTMUT_FRESH:-0}" == 1 ]]; then
     rm -rf mutants
