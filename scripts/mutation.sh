@@ -5,7 +5,7 @@
 # so every run gives the same verdict in bearable time.
 #
 #   bash scripts/mutation.sh                       # every core module (about 3,600 mutants)
-#   bash scripts/mutation.sh 'topology._rules.*'   # only these mutants (globs passed to mutmut run)
+#   bash scripts/mutation.sh 'topology._preflight.rules.*'   # only these mutants (globs passed to mutmut run)
 #
 # Prints one line for the mutants that the globs select: killed (timeouts count as killed, as in
 # mutmut's badge) / mutants tested. Results accumulate in mutants/ across split runs; set

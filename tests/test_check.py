@@ -12,8 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Cluster, Finding, Report, Topology, TopologyError, check
-from topology._communicators import communicators, megatron_new_group_calls, rank_communicators
-from topology._placement import placements
+from topology._preflight.communicators import (
+    communicators,
+    megatron_new_group_calls,
+    rank_communicators,
+)
+from topology._preflight.placement import placements
 from topology.strategies import topologies
 
 # -- laws: the analytic placement equals enumeration ------------------------------------------

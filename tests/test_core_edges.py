@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Cluster, Grid, Topology, TopologyError, check, hierarchical_groups
-from topology._checks import prime_factors, show
-from topology._kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
-from topology._pipeline import MAX_LAYERS
-from topology._report import _REPR_MESSAGE, Finding
+from topology._args import prime_factors, show
+from topology._megatron.kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
+from topology._megatron.pipeline import MAX_LAYERS
+from topology._preflight.report import _REPR_MESSAGE, Finding
 from topology.strategies import grids, topologies
 
 BUDGET = settings.default.max_examples

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Grid, Topology
-from topology._groups import (
+from topology._layout.groups import (
     JSON_RANKS,
     SHOWN_RANKS,
     DerivedGroups,

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Cluster, Topology
-from topology._placement import Shape, placement, placements, units_spanned
+from topology._preflight.placement import Shape, placement, placements, units_spanned
 from topology.strategies import topologies
 
 # Example budget relative to the loaded profile (100 in ci/dev, fewer in `mutation`).

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from topology import Cluster, Topology, TopologyError, check
-from topology._checks import divisors, prime_factors
+from topology._args import divisors, prime_factors
 from topology.cost import DEFAULT_ORDERS, MODELS, TOY_GPU, Hardware, Model, Workload, plan
 
 

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Cluster, Finding, Topology, check
-from topology._checks import format_choices
-from topology._communicators import communicators
-from topology._placement import placement
+from topology._args import format_choices
+from topology._preflight.communicators import communicators
+from topology._preflight.placement import placement
 from topology.strategies import topologies
 
 # Example budget relative to the loaded profile (100 in ci/dev, fewer in `mutation`).

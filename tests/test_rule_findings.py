@@ -13,10 +13,10 @@ import re
 import pytest
 
 from topology import Cluster, Topology, check
-from topology._communicators import communicators
-from topology._placement import placements
-from topology._report import Finding
-from topology._rules import (
+from topology._preflight.communicators import communicators
+from topology._preflight.placement import placements
+from topology._preflight.report import Finding
+from topology._preflight.rules import (
     _Context,
     _crossing,
     _partial_node,

@@ -8,16 +8,16 @@ Standard library and attrs only; no torch. See :class:`Topology` and :class:`Gri
 ((4, 5), (5, 7), 9)
 """
 
-from ._cluster import Cluster
 from ._errors import TopologyError
-from ._grid import Grid
-from ._groups import DerivedGroups, OrthogonalGroups
-from ._hierarchy import hierarchical_groups
-from ._pipeline import Pipeline
-from ._placement import Placement
-from ._rank_info import RankInfo
-from ._report import Finding, Report, check
-from ._topology import GroupList, Topology
+from ._layout.grid import Grid
+from ._layout.groups import DerivedGroups, OrthogonalGroups
+from ._layout.hierarchy import hierarchical_groups
+from ._megatron.pipeline import Pipeline
+from ._megatron.rank_info import RankInfo
+from ._megatron.topology import GroupList, Topology
+from ._preflight.cluster import Cluster
+from ._preflight.placement import Placement
+from ._preflight.report import Finding, Report, check
 
 __all__ = [
     "Cluster",

@@ -15,7 +15,7 @@ import stat
 import tomllib
 from typing import Any, NoReturn
 
-from ._checks import show
+from ._args import show
 from ._errors import TopologyError
 
 __all__ = ["MAX_FILE_BYTES", "read_data"]

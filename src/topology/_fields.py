@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._checks import show
+from ._args import show
 from ._errors import TopologyError
 
 __all__ = ["LIMIT", "flag", "instance", "pairs", "text", "tuple_of", "whole"]

@@ -21,10 +21,10 @@ from math import gcd, prod
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ._checks import divisors
-from ._grid import Grid
-from ._kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
-from ._topology import Topology
+from ._args import divisors
+from ._layout.grid import Grid
+from ._megatron.kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
+from ._megatron.topology import Topology
 
 __all__ = ["grids", "ranks", "topologies"]
 

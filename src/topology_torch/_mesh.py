@@ -16,7 +16,7 @@ import torch
 from torch.distributed.device_mesh import DeviceMesh
 
 from topology import Grid, TopologyError
-from topology._kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
+from topology._megatron.kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
 
 if TYPE_CHECKING:
     from ._process_groups import ProcessGroups

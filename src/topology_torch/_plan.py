@@ -22,7 +22,7 @@ from typing import Literal, cast
 import attrs
 
 from topology import Topology, TopologyError
-from topology._kinds import canonical_kind
+from topology._megatron.kinds import canonical_kind
 
 __all__ = ["Channel", "Settings", "global_plan", "kind_plan", "local_plan", "shown"]
 

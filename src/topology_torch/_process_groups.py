@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch.distributed.distributed_c10d import default_pg_timeout
 
 from topology import Topology, TopologyError
-from topology._kinds import canonical_kind
+from topology._megatron.kinds import canonical_kind
 
 from ._agreement import DEFAULT_ARRIVAL, Proposal, agree, arrival_deadline, barrier, fingerprint
 from ._plan import Channel, Settings, key_of, local_plan

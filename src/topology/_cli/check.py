@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .._report import Report, check
+from .._preflight.report import Report, check
 from .common import (
     EXIT_FINDINGS,
     EXIT_OK,

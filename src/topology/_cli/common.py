@@ -15,11 +15,11 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from .._checks import MAX_WORLD_SIZE, show
-from .._cluster import Cluster
+from .._args import MAX_WORLD_SIZE, show
 from .._datafile import read_data
 from .._errors import TopologyError
-from .._topology import Topology
+from .._megatron.topology import Topology
+from .._preflight.cluster import Cluster
 
 __all__ = [
     "EXIT_FINDINGS",

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .._groups import JSON_RANKS
+from .._layout.groups import JSON_RANKS
 from .common import (
     CliError,
     abbreviate,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from .._cluster import Cluster
-from .._topology import Topology
+from .._megatron.topology import Topology
+from .._preflight.cluster import Cluster
 
 __all__ = ["MAX_PICTURE_RANKS", "Cell", "cells", "render_rich", "render_svg", "render_text"]
 

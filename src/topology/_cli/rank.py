@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .._communicators import rank_communicators
+from .._preflight.communicators import rank_communicators
 from .common import (
     abbreviate,
     add_cluster_arguments,

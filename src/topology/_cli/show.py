@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._cluster import Cluster
-from .._topology import Topology
+from .._megatron.topology import Topology
+from .._preflight.cluster import Cluster
 from .common import (
     CliError,
     add_cluster_arguments,
@@ -97,7 +97,7 @@ def _table(topo: Topology, cluster: Cluster | None) -> str:
     header = f"{'kind':<20} {'size':>8} {'groups':>8}"
     rows = []
     if cluster is not None:
-        from .._placement import placement
+        from .._preflight.placement import placement
 
         header += f" {'nodes/group':>12} {'in node':>8}"
         for kind in topo.kinds:

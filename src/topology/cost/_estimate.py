@@ -7,10 +7,10 @@ from typing import Any
 
 import attrs
 
-from .._checks import show
-from .._cluster import Cluster
+from .._args import show
 from .._errors import TopologyError
-from .._topology import Topology
+from .._megatron.topology import Topology
+from .._preflight.cluster import Cluster
 from ._collectives import ring_all_gather, ring_all_reduce, send
 from ._fields import (
     amount,

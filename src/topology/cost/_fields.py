@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .._checks import show
+from .._args import show
 from .._errors import TopologyError
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .._checks import show
+from .._args import show
 from .._datafile import read_data
 from .._errors import TopologyError
 from ._hardware import HARDWARE, Hardware

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from .._errors import TopologyError
-from .._topology import Topology
+from .._megatron.topology import Topology
 from ._fields import amount, as_float, optional, positive
 from ._model import Workload
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from .._checks import show
+from .._args import show
 from .._errors import TopologyError
 from . import _fields
 

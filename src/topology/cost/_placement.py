@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .._cluster import Cluster
-from .._grid import Grid
-from .._topology import Topology
+from .._layout.grid import Grid
+from .._megatron.topology import Topology
+from .._preflight.cluster import Cluster
 
 __all__ = ["crosses", "group_axes"]
 

@@ -8,11 +8,11 @@ from typing import Any, TypeGuard
 
 import attrs
 
-from .._checks import MAX_WORLD_SIZE, divisors, show
-from .._cluster import Cluster
+from .._args import MAX_WORLD_SIZE, divisors, show
 from .._errors import TopologyError
-from .._report import check
-from .._topology import Topology
+from .._megatron.topology import Topology
+from .._preflight.cluster import Cluster
+from .._preflight.report import check
 from ._estimate import DIMENSIONS, Estimate, estimate
 from ._fields import check_count, check_flag, check_instance, count, flag, instance_of, text
 from ._hardware import H100_NODE, Hardware

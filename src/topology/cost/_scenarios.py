@@ -6,10 +6,10 @@ from typing import Any
 
 import attrs
 
-from .._checks import show
-from .._cluster import Cluster
+from .._args import show
 from .._errors import TopologyError
-from .._topology import Topology
+from .._megatron.topology import Topology
+from .._preflight.cluster import Cluster
 from ._collectives import sequential_ring
 from ._estimate import Estimate, estimate
 from ._fields import amount, as_float, instance_of, optional, text

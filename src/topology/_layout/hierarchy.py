@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from ._checks import check_size, show
-from ._errors import TopologyError
-from ._grid import Grid
+from .._args import check_size, show
+from .._errors import TopologyError
+from .grid import Grid
 
 __all__ = ["hierarchical_groups", "level_grid"]
 

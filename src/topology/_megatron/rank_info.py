@@ -6,12 +6,12 @@ from typing import Any
 
 import attrs
 
-from ._checks import show
-from ._errors import TopologyError
-from ._fields import instance, pairs, whole
-from ._groups import Ranks
-from ._kinds import canonical_kind
-from ._pipeline import Pipeline
+from .._args import show
+from .._errors import TopologyError
+from .._fields import instance, pairs, whole
+from .._layout.groups import Ranks
+from .kinds import canonical_kind
+from .pipeline import Pipeline
 
 __all__ = ["RankInfo"]
 

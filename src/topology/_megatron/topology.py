@@ -7,15 +7,15 @@ from typing import Any
 
 import attrs
 
-from ._checks import show
-from ._errors import TopologyError
-from ._grid import Grid
-from ._groups import DerivedGroups, OrthogonalGroups, Positions, Ranks, compress
-from ._hierarchy import level_grid
-from ._kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
-from ._pipeline import Pipeline, virtual_layers
-from ._rank_info import RankInfo
-from ._validate import validate_topology
+from .._args import show
+from .._errors import TopologyError
+from .._layout.grid import Grid
+from .._layout.groups import DerivedGroups, OrthogonalGroups, Positions, Ranks, compress
+from .._layout.hierarchy import level_grid
+from .kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
+from .pipeline import Pipeline, virtual_layers
+from .rank_info import RankInfo
+from .validate import validate_topology
 
 __all__ = ["GroupList", "Topology"]
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import attrs
 
-from ._checks import show
-from ._cluster import Cluster
-from ._communicators import Communicators, communicators
-from ._errors import TopologyError
-from ._fields import instance, text, tuple_of
-from ._groups import Ranks
-from ._placement import Placement, placements
-from ._topology import Topology
+from .._args import show
+from .._errors import TopologyError
+from .._fields import instance, text, tuple_of
+from .._layout.groups import Ranks
+from .._megatron.topology import Topology
+from .cluster import Cluster
+from .communicators import Communicators, communicators
+from .placement import Placement, placements
 
 __all__ = ["SEVERITIES", "Finding", "Report", "check"]
 
@@ -177,7 +177,7 @@ def check(topology: Topology, cluster: Cluster, *, max_communicators: int = 32) 
     >>> [f.code for f in bad.findings if f.severity == "error"]
     ['tp-crosses-nodes']
     """
-    from ._rules import run_rules
+    from .rules import run_rules
 
     if not isinstance(topology, Topology):
         raise TopologyError(f"topology must be a Topology, got {type(topology).__name__}")

@@ -12,12 +12,12 @@ from itertools import permutations
 
 import attrs
 
-from ._cluster import Cluster
-from ._communicators import Communicators
-from ._errors import TopologyError
-from ._placement import Placement, placement, shape_of
-from ._report import Finding
-from ._topology import Topology
+from .._errors import TopologyError
+from .._megatron.topology import Topology
+from .cluster import Cluster
+from .communicators import Communicators
+from .placement import Placement, placement, shape_of
+from .report import Finding
 
 __all__ = ["RULES", "run_rules"]
 

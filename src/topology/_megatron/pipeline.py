@@ -7,10 +7,10 @@ from typing import Any
 
 import attrs
 
-from ._checks import show
-from ._errors import TopologyError
-from ._fields import flag, whole
-from ._groups import Ranks
+from .._args import show
+from .._errors import TopologyError
+from .._fields import flag, whole
+from .._layout.groups import Ranks
 
 __all__ = ["MAX_LAYERS", "Pipeline", "virtual_layers"]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise, product
 from typing import Any, overload
 
-from ._checks import show
-from ._errors import GroupIndexError, TopologyError
+from .._args import show
+from .._errors import GroupIndexError, TopologyError
 
 __all__ = ["DerivedGroups", "OrthogonalGroups", "Ranks", "Runs", "compress"]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import attrs
 
-from ._checks import MAX_WORLD_SIZE, check_rank_offset, check_size, show
-from ._errors import TopologyError
-from ._groups import OrthogonalGroups, compress
+from .._args import MAX_WORLD_SIZE, check_rank_offset, check_size, show
+from .._errors import TopologyError
+from .groups import OrthogonalGroups, compress
 
 __all__ = ["Grid"]
 

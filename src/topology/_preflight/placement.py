@@ -44,12 +44,12 @@ from math import gcd
 
 import attrs
 
-from ._cluster import Cluster
-from ._fields import flag, text, whole
-from ._groups import Ranks, Runs, compress
-from ._hierarchy import level_grid
-from ._kinds import DENSE_KINDS, EXPERT_KINDS
-from ._topology import Topology
+from .._fields import flag, text, whole
+from .._layout.groups import Ranks, Runs, compress
+from .._layout.hierarchy import level_grid
+from .._megatron.kinds import DENSE_KINDS, EXPERT_KINDS
+from .._megatron.topology import Topology
+from .cluster import Cluster
 
 __all__ = ["Placement", "Shape", "placement", "placements", "shape_of", "units_spanned"]
 

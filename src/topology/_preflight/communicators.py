@@ -17,10 +17,10 @@ from collections.abc import Iterable
 
 import attrs
 
-from ._fields import pairs, whole
-from ._groups import Ranks
-from ._placement import shape_of
-from ._topology import Topology
+from .._fields import pairs, whole
+from .._layout.groups import Ranks
+from .._megatron.topology import Topology
+from .placement import shape_of
 
 _COMPARE_LIMIT = 1 << 16
 """Rank sets up to this size are compared rank by rank; larger ones by their structure."""

@@ -7,8 +7,8 @@ from typing import Any
 
 import attrs
 
-from ._checks import check_size, show
-from ._errors import TopologyError
+from .._args import check_size, show
+from .._errors import TopologyError
 
 __all__ = ["Cluster"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ._checks import (
+from .._args import (
     MAX_WORLD_SIZE,
     check_rank_offset,
     check_size,
@@ -16,8 +16,8 @@ from ._checks import (
     format_choices,
     show,
 )
-from ._errors import TopologyError
-from ._grid import Grid
+from .._errors import TopologyError
+from .._layout.grid import Grid
 
 __all__ = ["MAX_WORLD_SIZE", "ORDER_TOKENS", "validate_topology"]
 

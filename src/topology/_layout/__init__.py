@@ -1,0 +1,1 @@
+"""The layout algebra: shape:stride runs of ranks, group sequences, grids, hierarchies."""

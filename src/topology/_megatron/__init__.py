@@ -1,0 +1,1 @@
+"""Megatron's parallel layout: group kinds, validation, Topology, pipelines, rank info."""

@@ -1,0 +1,1 @@
+"""The pre-launch check: cluster, placement, communicators, rules, report."""
