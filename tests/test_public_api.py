@@ -11,6 +11,7 @@ EXPECTED = [
     "Finding",
     "Grid",
     "GroupList",
+    "Kind",
     "OrthogonalGroups",
     "Pipeline",
     "Placement",

@@ -12,6 +12,7 @@ from ._errors import TopologyError
 from ._layout.grid import Grid
 from ._layout.groups import DerivedGroups, OrthogonalGroups
 from ._layout.hierarchy import hierarchical_groups
+from ._megatron.kinds import Kind
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
 from ._megatron.topology import GroupList, Topology
@@ -25,6 +26,7 @@ __all__ = [
     "Finding",
     "Grid",
     "GroupList",
+    "Kind",
     "OrthogonalGroups",
     "Pipeline",
     "Placement",

@@ -12,7 +12,7 @@ from .._errors import TopologyError
 from .._layout.grid import Grid
 from .._layout.groups import DerivedGroups, OrthogonalGroups, Positions, Ranks, compress
 from .._layout.hierarchy import level_grid
-from .kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
+from .kinds import DENSE_KINDS, EXPERT_KINDS, MEGATRON_NAMES, Kind, canonical_kind
 from .pipeline import Pipeline, virtual_layers
 from .rank_info import RankInfo
 from .validate import validate_topology
@@ -221,6 +221,23 @@ class Topology:
             "edp",
             *(("intra-edp", "inter-edp", "intra-dist-opt") if instances else ()),
         )
+
+    def kind(self, name: str) -> Kind:
+        """The kind called ``name`` (ours or Megatron's) in this topology.
+
+        Raises:
+            TopologyError: for a name that is no kind of this topology.
+
+        >>> Topology(16, tp=2, pp=4).kind("mp").axes
+        ('tp', 'pp')
+        """
+        canonical = self._kind(name)
+        grid: Grid | None = None
+        axes: tuple[str, ...] = ()
+        if canonical in DENSE_KINDS or canonical in EXPERT_KINDS:
+            grid, axes = self._grid_kind(canonical)
+        megatron = tuple(short for short, ours in MEGATRON_NAMES.items() if ours == canonical)
+        return Kind(canonical, megatron, grid, axes)
 
     def size(self, kind: str) -> int:
         """How many ranks one group of ``kind`` holds, in O(1).
