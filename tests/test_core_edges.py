@@ -21,7 +21,7 @@ from topology import Cluster, Grid, Topology, TopologyError, check, hierarchical
 from topology._args import prime_factors, show
 from topology._megatron.kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
 from topology._megatron.pipeline import MAX_LAYERS
-from topology._preflight.report import _REPR_MESSAGE, Finding
+from topology._preflight.findings import _REPR_MESSAGE, Finding
 from topology.strategies import grids, topologies
 
 BUDGET = settings.default.max_examples

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from topology import Cluster, Topology, TopologyError
+from topology._preflight.placement import crosses_domains
 from topology.cost import (
     H100_NODE,
     SCENARIOS,
@@ -35,7 +36,6 @@ from topology.cost import (
     scenario,
     sequential_ring,
 )
-from topology.cost._placement import crosses
 
 SEED = json.loads((Path(__file__).parent / "data" / "seeds.json").read_text())["simulator"][0]
 
@@ -146,10 +146,10 @@ def test_compute_is_conserved(topology: Topology) -> None:
 
 @given(layouts(), st.sampled_from([1, 2, 3, 4, 8]), st.sampled_from(["tp", "cp", "dp-cp", "pp"]))
 def test_crossing_agrees_with_enumerating_groups(topology: Topology, gpus: int, kind: str) -> None:
-    """crosses() from strides equals listing every group and its nodes."""
+    """crosses_domains() from strides equals listing every group and its nodes."""
     cluster = Cluster(gpus)
     brute = any(len({cluster.node_of(r) for r in g}) > 1 for g in topology.groups(kind))
-    assert crosses(topology, kind, cluster) == brute
+    assert crosses_domains(topology, cluster, kind) == brute
 
 
 @given(st.sampled_from([2, 3, 4]), st.sampled_from([1, 2]), st.sampled_from([1, 2, 4]))

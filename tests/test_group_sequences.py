@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +22,7 @@ from topology._layout.groups import (
     JSON_RANKS,
     SHOWN_RANKS,
     DerivedGroups,
+    GroupList,
     OrthogonalGroups,
     Ranks,
     compress,
@@ -264,12 +266,12 @@ def test_compress_merges_contiguous_runs(
 
 
 @st.composite
-def group_lists(draw: st.DrawFn) -> tuple[OrthogonalGroups | DerivedGroups, list[tuple[int, ...]]]:
+def group_lists(draw: st.DrawFn) -> tuple[GroupList, list[tuple[int, ...]]]:
     """A group sequence (a grid's or a topology's, any kind) and its list of groups."""
     if draw(st.booleans()):
         grid = draw(grids(max_world_size=48))
         axes = draw(st.permutations(grid.axes))[: draw(st.integers(0, len(grid.axes)))]
-        seq: OrthogonalGroups | DerivedGroups = grid.groups(*axes)
+        seq: GroupList = grid.groups(*axes)
     else:
         topo = draw(topologies(max_world_size=48))
         seq = topo.groups(draw(st.sampled_from(topo.kinds)))
@@ -331,9 +333,7 @@ def test_group_sequence_membership(case: tuple[OrthogonalGroups, list[tuple[int,
     """in holds for each group (tuple or list) and for nothing else."""
     seq, listed = case
     for group in listed:
-        assert group in seq
-        if isinstance(seq, OrthogonalGroups):  # DerivedGroups: lists are not members (yet)
-            assert list(group) in seq
+        assert group in seq and list(group) in seq
         near = [
             (group[0] + 1, *group[1:]),
             (*group[:-1], group[-1] + 1),
@@ -367,6 +367,71 @@ def test_group_sequence_repr_of_small_groups_is_the_list() -> None:
     """A short sequence of short groups prints like the list of tuples."""
     assert repr(Grid.from_sizes(dp=2, tp=2).groups("tp")) == "[(0, 1), (2, 3)]"
     assert repr(Topology(8, tp=2).groups("tp")) == "[(0, 1), (2, 3), (4, 5), ... (4 groups)]"
+
+
+@CHEAP
+@given(group_lists())
+def test_group_lists_locate_every_rank(case: tuple[GroupList, list[tuple[int, ...]]]) -> None:
+    """index_of_rank and ranks_of find the first listed group holding a rank, else None."""
+    seq, listed = case
+    assert isinstance(seq, GroupList)
+    world = sorted({r for g in listed for r in g})
+    for rank in [*world, world[-1] + 1, world[0] - 1]:
+        found = next((i for i, g in enumerate(listed) if rank in g), None)
+        assert seq.index_of_rank(rank) == found
+        assert seq.ranks_of(rank) == (None if found is None else listed[found])
+    assert seq.index_of_rank("0") is None and seq.ranks_of(1.0) is None  # type: ignore[arg-type]
+
+
+@CHEAP
+@given(group_lists())
+def test_group_size_when_known_is_every_group_size(
+    case: tuple[GroupList, list[tuple[int, ...]]],
+) -> None:
+    """group_size is None or the size of every group; a grid's groups always know it."""
+    seq, listed = case
+    assert seq.group_size is None or {len(g) for g in listed} == {seq.group_size}
+    if isinstance(seq, OrthogonalGroups):
+        assert seq.group_size is not None
+
+
+def test_derived_groups_use_the_given_facts() -> None:
+    """group_size and index_of, when given, answer for the derived sequence."""
+    calls: list[int] = []
+
+    def index_of(rank: int) -> int | None:
+        calls.append(rank)
+        return rank // 3 if 0 <= rank < 6 else None
+
+    seq = DerivedGroups(2, lambda i: range(3 * i, 3 * i + 3), group_size=3, index_of=index_of)
+    assert (seq.group_size, seq.index_of_rank(4), seq.ranks_of(7)) == (3, 1, None)
+    assert seq.ranks_of(2) == range(3)
+    assert calls == [4, 7, 2]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: DerivedGroups(2, lambda i: (i,), group_size=-1),
+            "group_size must be a non-negative int or None, got -1",
+        ),
+        (
+            lambda: DerivedGroups(2, lambda i: (i,), index_of=3),  # type: ignore[arg-type]
+            "index_of must be a function from a rank to a group index, got 3",
+        ),
+        (
+            lambda: DerivedGroups(2, lambda i: (i,), index_of=lambda r: 2).index_of_rank(0),
+            r"index_of\(0\) must return a group index from 0 to 1 or None, got 2",
+        ),
+    ],
+)
+def test_derived_groups_refuse_bad_facts(make: Callable[[], object], message: str) -> None:
+    """A bad group_size or index_of is refused with the rule and the value."""
+    from topology import TopologyError
+
+    with pytest.raises(TopologyError, match=message):
+        make()
 
 
 def test_derived_groups_reject_a_negative_count() -> None:

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Cluster, Topology
-from topology._preflight.placement import Shape, placement, placements, units_spanned
+from topology._layout.spans import Shape, units_spanned
+from topology._preflight.placement import crosses_domains, placement, placements
 from topology.strategies import topologies
 
 # Example budget relative to the loaded profile (100 in ci/dev, fewer in `mutation`).
@@ -74,6 +75,25 @@ def test_units_spanned_equals_a_count_of_the_points(
     for size, stride in runs:
         points = {p + c * stride for p in points for c in range(size)}
     assert units_spanned(base, tuple(runs), unit) == (nodes_of(sorted(points), unit), True)
+
+
+@settings(max_examples=3 * BUDGET)
+@given(offset_layouts())
+def test_crosses_domains_equals_a_count_over_every_group(layout: tuple[Topology, Cluster]) -> None:
+    """crosses_domains is True exactly when some group holds ranks of two NVLink domains."""
+    topo, cluster = layout
+    for kind in topo.kinds:
+        domains = [nodes_of(tuple(g), cluster.domain_size) for g in topo.groups(kind)]
+        assert crosses_domains(topo, cluster, kind) == (max(domains) > 1), kind
+
+
+def test_crosses_domains_is_exact_where_the_placement_row_is_sampled() -> None:
+    """More offsets than the residue budget: the row samples them, crosses_domains does not."""
+    topo, cluster = Topology(2000, tp=2, order="dp-tp-cp-ep-pp"), Cluster(8, nvlink_domain=1600)
+    row = placement(topo, cluster, "tp")
+    assert (row.domains, row.exact) == (1, False)  # groups from rank 600 on reach rank 1600
+    assert crosses_domains(topo, cluster, "tp")
+    assert any(len({r // 1600 for r in g}) > 1 for g in topo.groups("tp"))
 
 
 def test_explicit_shape_counts_its_offsets() -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from topology import Cluster, Topology, check
 from topology._preflight.communicators import communicators
+from topology._preflight.findings import Finding
 from topology._preflight.placement import placements
-from topology._preflight.report import Finding
 from topology._preflight.rules import (
     _Context,
     _crossing,

@@ -10,15 +10,17 @@ Standard library and attrs only; no torch. See :class:`Topology` and :class:`Gri
 
 from ._errors import TopologyError
 from ._layout.grid import Grid
-from ._layout.groups import DerivedGroups, OrthogonalGroups
+from ._layout.groups import DerivedGroups, GroupList, OrthogonalGroups
 from ._layout.hierarchy import hierarchical_groups
 from ._megatron.kinds import Kind
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
-from ._megatron.topology import GroupList, Topology
+from ._megatron.topology import Topology
+from ._preflight.check import check
 from ._preflight.cluster import Cluster
+from ._preflight.findings import Finding
 from ._preflight.placement import Placement
-from ._preflight.report import Finding, Report, check
+from ._preflight.report import Report
 
 __all__ = [
     "Cluster",

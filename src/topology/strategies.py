@@ -23,15 +23,15 @@ from hypothesis.errors import InvalidArgument
 
 from ._args import divisors
 from ._layout.grid import Grid
-from ._megatron.kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
+from ._megatron.kinds import TABLE, canonical_kind
 from ._megatron.topology import Topology
 
 __all__ = ["grids", "ranks", "topologies"]
 
 _AXIS_POOL = ("tp", "cp", "ep", "dp", "pp", "x", "y", "z")
 _DEFAULT_ORDER = ("tp", "cp", "ep", "dp", "pp")
-_DIST_OPT_KINDS = ("intra-dp-cp", "intra-edp", "inter-edp", "intra-dist-opt")
-_ALWAYS_KINDS = (*DENSE_KINDS, *EXPERT_KINDS, "embedding", "position-embedding")
+_DIST_OPT_KINDS = tuple(s.name for s in TABLE if s.needs == "dist_opt_instances")
+_ALWAYS_KINDS = tuple(s.name for s in TABLE if s.needs is None)
 
 
 def _check_int(name: str, value: object, low: int) -> int:

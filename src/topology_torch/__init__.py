@@ -15,7 +15,7 @@ from .layers import (
     ParallelEmbedding,
     RowParallelLinear,
     VocabParallelEmbedding,
-    initialize_model_parallel_affine_weight_,
+    initialize_model_parallel_affine_weight_,  # noqa: F401 - importable as before; lives in .layers
 )
 from .ops import mp_copy, mp_gather, mp_reduce, mp_scatter
 
@@ -29,7 +29,6 @@ __all__ = [
     "current",
     "destroy",
     "initialize",
-    "initialize_model_parallel_affine_weight_",
     "is_initialized",
     "mp_copy",
     "mp_gather",

@@ -10,14 +10,13 @@ False
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from topology import Topology, TopologyError
 
-if TYPE_CHECKING:
-    from ._process_groups import ProcessGroups
+from ._process_groups import ProcessGroups, refuse
 
 __all__ = [
     "Owner",
@@ -68,8 +67,6 @@ def claim(owner: Owner, topology: Topology, **kwargs: Any) -> ProcessGroups:
     they raise too instead of waiting.
     """
     global _current, _owner
-    from ._process_groups import ProcessGroups, refuse
-
     if _current is not None and _owner is not None:  # every rank refuses, every rank hears it
         if _owner == owner:
             problem = f"{owner.name} is already initialized with {_current.topology}"

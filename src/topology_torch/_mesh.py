@@ -5,43 +5,57 @@ The mesh holds the ranks of this rank's sub-grid: along dimension ``k`` the inde
 position in its group of that kind (mixed radix over the kind's axes, innermost fastest), every
 axis not named keeps this rank's coordinate. No new communicator is made: the mesh is built with
 ``DeviceMesh.from_group`` over the groups we already hold.
+
+What a dimension spans is the core's :meth:`topology.Topology.kind`: its grid and its axes. This
+module needs only what :class:`Groups` describes, so it does not import ``_process_groups``
+(which imports it).
 """
 
 from __future__ import annotations
 
 from itertools import product
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh
 
-from topology import Grid, TopologyError
-from topology._megatron.kinds import DENSE_KINDS, EXPERT_KINDS, canonical_kind
+from topology import Grid, Kind, Topology, TopologyError
 
-if TYPE_CHECKING:
-    from ._process_groups import ProcessGroups
-
-__all__ = ["device_mesh"]
-
-_SINGLE_AXES = {"tp", "cp", "dp", "pp", "etp", "ep", "edp"}
+__all__ = ["Groups", "device_mesh"]
 
 
-def _axes_of(kind: str) -> tuple[str, bool]:
-    """(kind, expert grid?) for a mesh dimension name."""
-    name = canonical_kind(kind)
-    if name in DENSE_KINDS:
-        return name, False
-    if name in EXPERT_KINDS:
-        return name, True
-    raise TopologyError(
-        f"mesh dimension {kind!r} is not an axis kind; use tp, cp, dp, pp, etp, ep, edp or a "
-        "combination such as 'dp-cp'"
-    )
+class Groups(Protocol):
+    """What a mesh needs of a :class:`~topology_torch.ProcessGroups`."""
+
+    @property
+    def topology(self) -> Topology: ...
+
+    @property
+    def global_rank(self) -> int: ...
+
+    def group(self, kind: str) -> Any: ...
 
 
-def device_mesh(
-    groups: ProcessGroups, dims: tuple[str, ...], device_type: str | None
-) -> DeviceMesh:
+def _kind_of(topology: Topology, dim: str) -> Kind:
+    """The kind of a mesh dimension; only kinds that are a set of grid axes qualify."""
+    try:
+        kind = topology.kind(dim)
+    except TopologyError:
+        kind = None
+    if kind is None or kind.grid is None:
+        raise TopologyError(
+            f"mesh dimension {dim!r} is not an axis kind; use tp, cp, dp, pp, etp, ep, edp or a "
+            "combination such as 'dp-cp'"
+        )
+    return kind
+
+
+def _fits(kind: Kind, grid: Grid) -> bool:
+    """Whether ``kind``'s groups are lines of ``grid`` (``pp`` is an axis of both grids)."""
+    return kind.grid == grid or (bool(kind.axes) and set(kind.axes) <= set(grid.axes))
+
+
+def device_mesh(groups: Groups, dims: tuple[str, ...], device_type: str | None) -> DeviceMesh:
     """A ``DeviceMesh`` over ``dims`` (outermost first) of this rank's sub-grid, from our groups.
 
     Raises:
@@ -51,25 +65,21 @@ def device_mesh(
     if not dims:
         raise TopologyError("device_mesh needs at least one axis, e.g. device_mesh('dp', 'tp')")
     topology = groups.topology
-    named = [_axes_of(d) for d in dims]
-    kinds = [k for k, _ in named]
-    axes = [DENSE_KINDS.get(k) or EXPERT_KINDS[k] for k in kinds]
-    flat = [a for group in axes for a in group]
+    kinds = [_kind_of(topology, d) for d in dims]
+    flat = [a for kind in kinds for a in kind.axes]
     if len(set(flat)) != len(flat):
         raise TopologyError(f"device_mesh dims {dims!r} repeat an axis; name each axis once")
-    expert = {e for k, e in named if k != "pp"}
-    if len(expert) > 1:
+    grids = (g for g in (topology.dense, topology.expert) if g is not None)
+    grid = next((g for g in grids if all(_fits(kind, g) for kind in kinds)), None)
+    if grid is None:
         raise TopologyError(
             f"device_mesh dims {dims!r} mix the dense grid (tp, cp, dp) and the expert grid "
             "(etp, ep, edp); build one mesh per grid"
         )
-    grid: Grid | None = topology.expert if expert == {True} else topology.dense
-    if grid is None:  # pragma: no cover - a Topology always has both grids
-        raise TopologyError(f"{topology} has no grid for device_mesh dims {dims!r}")
     me = dict(grid.coord(groups.global_rank))
     inner_first = list(reversed(grid.axes))
-    digits = [[a for a in inner_first if a in group] for group in axes]
-    shape = [grid.size(*group) for group in axes]
+    digits = [[a for a in inner_first if a in kind.axes] for kind in kinds]
+    shape = [grid.size(*kind.axes) for kind in kinds]
     mesh = torch.empty(shape, dtype=torch.int)
     for index in product(*(range(n) for n in shape)):
         coord = dict(me)
@@ -78,7 +88,7 @@ def device_mesh(
                 position, coord[axis] = divmod(position, grid.size(axis))
         mesh[index] = grid.rank(**coord)
     device = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
-    members = [groups.group(k) for k in kinds]
+    members = [groups.group(kind.name) for kind in kinds]
     names = tuple(d.replace("-", "_") for d in dims)
     if len(members) == 1:
         return DeviceMesh.from_group(members[0], device, mesh_dim_names=names)

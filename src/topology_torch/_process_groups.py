@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.distributed_c10d import default_pg_timeout
 
 from topology import Topology, TopologyError
-from topology._megatron.kinds import canonical_kind
 
+from . import _mesh
 from ._agreement import DEFAULT_ARRIVAL, Proposal, agree, arrival_deadline, barrier, fingerprint
-from ._plan import Channel, Settings, key_of, local_plan
-from ._strategies import (
+from ._creation import (
     Registry,
     backend_problem,
     create_all,
@@ -23,9 +23,7 @@ from ._strategies import (
     create_split,
     resolve_strategy,
 )
-
-if TYPE_CHECKING:
-    from torch.distributed.device_mesh import DeviceMesh
+from ._creation_plan import Channel, Settings, key_of, local_plan
 
 __all__ = ["ProcessGroups", "describe", "join", "refuse", "require_initialized"]
 
@@ -145,6 +143,7 @@ class ProcessGroups:
         self._slots = slots
         self._registry = registry
         self._channels = {(c.kind, c.gloo): c for c in settings.channels}
+        self._names: dict[str, str] = {}  # kind name as asked -> canonical name (a cache)
         self._destroyed = False
 
     # -- creation ---------------------------------------------------------------------------
@@ -349,9 +348,7 @@ class ProcessGroups:
 
         See :func:`topology_torch._mesh.device_mesh`.
         """
-        from ._mesh import device_mesh
-
-        return device_mesh(self, axes, device_type)
+        return _mesh.device_mesh(self, axes, device_type)
 
     def destroy(self) -> None:
         """Destroy every group this object made; it cannot be used afterwards.
@@ -402,14 +399,14 @@ class ProcessGroups:
         self._alive()
         if not isinstance(kind, str):
             raise TopologyError(f"kind must be a string like 'tp', got {kind!r}")
-        name = canonical_kind(kind)
-        channel = self._channels.get((name, gloo))
-        if channel is not None:
-            return channel
-        if name not in self.topology.kinds:
+        name = self._canonical(kind)
+        if name is None:
             raise TopologyError(
                 f"unknown kind {kind!r}; valid kinds: {', '.join(self.topology.kinds)}"
             )
+        channel = self._channels.get((name, gloo))
+        if channel is not None:
+            return channel
         if gloo:
             raise TopologyError(
                 f"kind {kind!r} has no gloo companion; pass gloo=({name!r}, ...) to create"
@@ -418,6 +415,16 @@ class ProcessGroups:
             f"kind {kind!r} was not created; pass kinds=(..., {name!r}) to create or leave "
             "kinds=None for all"
         )
+
+    def _canonical(self, kind: str) -> str | None:
+        """The topology's name for ``kind`` (Megatron names work), None for no kind of it."""
+        name = self._names.get(kind)
+        if name is None:
+            try:
+                name = self._names[kind] = self.topology.kind(kind).name
+            except TopologyError:
+                return None
+        return name
 
     def _group(self, channel: Channel) -> Any:
         slot = self._slots.get(channel)

@@ -43,7 +43,9 @@ import torch.distributed as dist
 
 from topology import TopologyError
 
+from . import _default
 from ._debug_checks import DEBUG_ENV, agree, debug_checks, debug_checks_enabled, show
+from ._process_groups import ProcessGroups
 
 __all__ = [
     "DEBUG_ENV",
@@ -78,8 +80,6 @@ def _check_group(group: object) -> None:
             f"group({group}) is torch's marker for a group this rank is not a member of; "
             "call the op only on the ranks of the group"
         )
-    from ._process_groups import ProcessGroups
-
     if isinstance(group, ProcessGroups):
         raise TopologyError(
             "group is a ProcessGroups (all the groups of a topology), not one process group; "
@@ -145,9 +145,7 @@ def resolve_group(group: Any = None) -> Any:
             :func:`topology_torch.initialize` has not run.
     """
     if group is None:
-        from topology_torch._default import current
-
-        return current().group("tp")
+        return _default.current().group("tp")
     _check_group(group)
     return group
 

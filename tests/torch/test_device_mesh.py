@@ -46,6 +46,8 @@ def _meshes(rank: int, world_size: int) -> None:
         groups.device_mesh("dp", "ep")
     with pytest.raises(TopologyError, match=r"mesh dimension 'embedding' is not an axis kind"):
         groups.device_mesh("embedding")
+    with pytest.raises(TopologyError, match=r"mesh dimension 'hcp-0' is not an axis kind"):
+        groups.device_mesh("hcp-0")  # no kind of this topology
     groups.destroy()
 
     # ml-starter order tp-pp-dp: rank = tp + 2 * pp + 4 * dp; a mesh without pp is a sub-grid
@@ -66,6 +68,20 @@ def _meshes(rank: int, world_size: int) -> None:
         assert _line_through(mesh.mesh, coordinate, dim) == topo.group_of(rank, kind)
         assert coordinate[dim] == topo.local_rank(rank, kind)
         assert mesh.get_group(kind) is groups.group(kind)
+    groups.destroy()
+
+    # no expert grid (ezpz's tp-cp-pp-dp with cp > 1): expert kinds are lines of the dense grid,
+    # as Topology.kind says (edp = dp-cp, etp = tp, ep a single rank)
+    topo = Topology.ezpz(world_size, tp=2, pp=2, cp=2)
+    assert topo.expert is None
+    groups = ProcessGroups.create(topo)
+    flat_dims = ("edp", "ep", "etp")
+    mesh = groups.device_mesh(*flat_dims)
+    coordinate = mesh.get_coordinate()
+    assert coordinate is not None and mesh.mesh.shape == (2, 1, 2)
+    for dim, kind in enumerate(flat_dims):
+        assert _line_through(mesh.mesh, coordinate, dim) == topo.group_of(rank, kind)
+        assert coordinate[dim] == topo.local_rank(rank, kind)
     groups.destroy()
 
 

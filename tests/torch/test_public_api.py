@@ -15,7 +15,6 @@ EXPECTED = [
     "current",
     "destroy",
     "initialize",
-    "initialize_model_parallel_affine_weight_",
     "is_initialized",
     "mp_copy",
     "mp_gather",
@@ -41,3 +40,14 @@ def test_out_of_range_ids_are_in_both_families() -> None:
     """IdOutOfRangeError is caught by ``except TopologyError`` and by ``except IndexError``."""
     assert issubclass(topology_torch.IdOutOfRangeError, TopologyError)
     assert issubclass(topology_torch.IdOutOfRangeError, IndexError)
+
+
+def test_the_weight_initialiser_lives_in_layers() -> None:
+    """``initialize_model_parallel_affine_weight_`` is documented in ``topology_torch.layers``;
+    the root still imports it for old code but does not list it."""
+    from topology_torch import layers
+
+    assert "initialize_model_parallel_affine_weight_" in layers.__all__
+    assert "initialize_model_parallel_affine_weight_" not in topology_torch.__all__
+    old = getattr(topology_torch, "initialize_model_parallel_affine_weight_")  # noqa: B009
+    assert old is layers.initialize_model_parallel_affine_weight_

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .._preflight.report import Report, check
+from .._preflight.check import check
 from .common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -23,9 +23,6 @@ from .common import (
 )
 
 __all__ = ["register", "run"]
-
-_MARK = {"error": "ERROR", "warning": "warn ", "info": "info "}
-_STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[33m", "info": "\x1b[2m"}
 
 
 def register(subparsers: Any) -> None:
@@ -56,31 +53,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _text(report: Report, color: bool) -> str:
-    topo, cluster = report.topology, report.cluster
-    nodes = f"{cluster.nodes} nodes" if cluster.nodes else "open node count"
-    domain = f", NVLink domain {cluster.nvlink_domain}" if cluster.nvlink_domain else ""
-    lines = [f"{topo} on {cluster.gpus_per_node} GPUs/node ({nodes}{domain})", ""]
-    for finding in report.findings:
-        mark = _MARK[finding.severity]
-        if color:
-            mark = f"{_STYLE[finding.severity]}{mark}\x1b[0m"
-        lines.append(f"{mark} {finding.code}: {finding.message}")
-        if finding.example and finding.severity != "info":
-            shown = ", ".join(map(str, finding.example[:8]))
-            more = ", …" if len(finding.example) > 8 else ""
-            lines.append(f"      e.g. group [{shown}{more}]")
-    lines += ["", f"{'kind':<20} {'size':>7} {'groups':>8} {'nodes':>6} {'best':>5} in-node"]
-    for row in report.placements:
-        lines.append(
-            f"{row.kind:<20} {row.size:>7} {row.groups:>8} {row.nodes:>6} {row.best_nodes:>5} "
-            f"{'yes' if row.intra_node else 'no'}{'' if row.exact else ' (sampled)'}"
-        )
-    verdict = "ok" if report.ok else f"FAILED ({len(report.errors)} error(s))"
-    lines += ["", f"check {verdict}"]
-    return "\n".join(lines) + "\n"
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the check; exit 1 if any finding is an error (or a warning with --strict)."""
     topo = topology_from_args(args)
@@ -91,6 +63,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(report.to_dict())
     else:
-        sys.stdout.write(_text(report, use_color(args)))
+        sys.stdout.write(report.render(color=use_color(args)))
     failed = not report.ok or (args.strict and bool(report.warnings))
     return EXIT_FINDINGS if failed else EXIT_OK

@@ -348,15 +348,6 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
     fields, cluster_fields = _config(args)
     flags = {d: getattr(args, d, None) for d, _, _ in _LAYOUT_FLAGS}
     flags = {d: v for d, v in flags.items() if v is not None}
-    # to_dict() stores the derived dp and etp; drop them when a flag changes what they derive from.
-    if "dp" not in flags and {"world_size", "tp", "pp", "cp"} & set(flags):
-        fields.pop("dp", None)
-    if "etp" not in flags and "tp" in flags and fields.get("etp") == fields.get("tp"):
-        fields.pop("etp", None)
-    if "pp" in flags and isinstance(fields.get("pp"), int):
-        default_stages = sorted({0, fields["pp"] - 1})
-        if fields.get("embedding_stages") in (default_stages, tuple(default_stages)):
-            fields.pop("embedding_stages")
     fields.update(flags)
     for dest in ("order", "hcp_sizes"):
         value = getattr(args, dest, None)

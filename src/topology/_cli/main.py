@@ -2,7 +2,7 @@
 
 Commands live in sibling modules named in :data:`COMMANDS`; each exposes
 ``register(subparsers) -> None``, which adds its subparser and sets ``func`` to a callable
-``func(args) -> int`` (the exit code). A module that does not exist is skipped.
+``func(args) -> int`` (the exit code).
 
 Exit codes: 0 ok, 1 an error-level finding, 2 invalid input, 3 an internal error. Nothing
 prints a traceback unless the environment sets ``TOPOLOGY_DEBUG=1``.
@@ -10,17 +10,18 @@ prints a traceback unless the environment sets ``TOPOLOGY_DEBUG=1``.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from .._errors import TopologyError
+from . import check, groups, plan, rank, show, simulate
 from .common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CliError, Parser, one_line
 
 __all__ = ["COMMANDS", "EPILOG", "build_parser", "main"]
 
-COMMANDS = ("show", "groups", "rank", "check", "simulate", "plan")
+COMMANDS = (show, groups, rank, check, simulate, plan)
 """Command modules, in the order ``--help`` lists them."""
 
 EPILOG = (
@@ -31,29 +32,17 @@ EPILOG = (
 
 
 def build_parser() -> Parser:
-    """The ``topology`` parser with every command module that is present."""
+    """The ``topology`` parser with every command of :data:`COMMANDS`."""
     parser = Parser(
         prog="topology",
         description="Which global ranks form which parallel group; checked before launch.",
         epilog=EPILOG,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"{__package__}.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"{__package__}.{name}":
-                raise
-            continue
+    for module in COMMANDS:
         module.register(subparsers)
     return parser
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 def _silence_stdout() -> None:

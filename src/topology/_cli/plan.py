@@ -11,6 +11,7 @@ from .common import (
     Once,
     add_cluster_arguments,
     add_output_arguments,
+    cluster_from_args,
     int_type,
     write_json,
 )
@@ -71,8 +72,6 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the ranked layouts and the explanation (or JSON); optionally plot them; exit 0."""
     from topology.cost import load_hardware, load_model, plan
-
-    from .common import cluster_from_args
 
     cluster = cluster_from_args(args)
     if cluster is None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from .._megatron.topology import Topology
 from .._preflight.cluster import Cluster
+from .._preflight.placement import placement
 from .common import (
     CliError,
     add_cluster_arguments,
@@ -53,7 +54,7 @@ def _sizes(topo: Topology) -> dict[str, int]:
         "ep": topo.ep,
         "dp": topo.dense.size("dp"),
         "pp": topo.pp,
-        "etp": topo.etp or topo.tp,
+        "etp": topo.etp,
         "edp": topo.edp,
     }
 
@@ -97,8 +98,6 @@ def _table(topo: Topology, cluster: Cluster | None) -> str:
     header = f"{'kind':<20} {'size':>8} {'groups':>8}"
     rows = []
     if cluster is not None:
-        from .._preflight.placement import placement
-
         header += f" {'nodes/group':>12} {'in node':>8}"
         for kind in topo.kinds:
             row = placement(topo, cluster, kind)

@@ -10,7 +10,8 @@ import attrs
 
 from .._args import MAX_WORLD_SIZE, check_rank_offset, check_size, show
 from .._errors import TopologyError
-from .groups import OrthogonalGroups, compress
+from .groups import OrthogonalGroups
+from .runs import compress, index_of, project
 
 __all__ = ["Grid"]
 
@@ -238,14 +239,10 @@ class Grid:
         >>> Grid.from_order("tp-dp-pp", tp=2, dp=2, pp=2).group_of(5, "dp", "pp")
         (1, 3, 5, 7)
         """
-        self._check_rank(rank)
-        indices = self._axis_indices(axes)
-        local = rank - self.rank_offset
-        base = rank
-        for index in indices:
-            stride = self._strides[index]
-            base -= ((local // stride) % self.shape[index]) * stride
-        return self.groups(*axes).build(base)
+        local = self._check_rank(rank) - self.rank_offset
+        groups = self.groups(*axes)
+        _, inner, _ = groups.structure
+        return groups.build(rank - project(local, inner))
 
     def index_in_group(self, rank: int, *axes: str) -> int:
         """The rank's position in its group along ``axes`` (its mixed-radix coordinate).
@@ -253,15 +250,9 @@ class Grid:
         >>> Grid.from_order("tp-dp-pp", tp=2, dp=2, pp=2).index_in_group(5, "dp", "pp")
         2
         """
-        self._check_rank(rank)
-        local = rank - self.rank_offset
-        position = 0
-        scale = 1
-        for index in sorted(self._axis_indices(axes), reverse=True):
-            size = self.shape[index]
-            position += ((local // self._strides[index]) % size) * scale
-            scale *= size
-        return position
+        local = self._check_rank(rank) - self.rank_offset
+        _, inner, _ = self.groups(*axes).structure
+        return index_of(local, inner)
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -1,367 +1,83 @@
-"""Lazy, immutable sequences of rank groups (private).
+"""Group sequences: lazy, immutable sequences of rank groups, one public type (private module).
 
-A set of orthogonal groups is two mixed-radix counters: the *masked* axes number the ranks inside
-a group, the *unmasked* axes number the groups. Both are kept as runs of ``(size, stride)``,
-innermost first, with size-1 axes dropped and contiguous axes merged, so that a group is usually
-one ``range`` and the groups' first ranks usually one more.
+:class:`GroupList` is the type every ``groups(...)`` returns and the API its two implementations
+honour. A set of orthogonal groups (:class:`OrthogonalGroups`) is two mixed-radix counters: the
+*masked* axes number the ranks inside a group, the *unmasked* axes number the groups. Both are
+kept as runs of ``(size, stride)`` (see :mod:`.runs`), innermost first, with size-1 axes dropped
+and contiguous axes merged, so that a group is usually one ``range`` and the groups' first ranks
+usually one more. Groups that are no set of axes (:class:`DerivedGroups`) are made one at a time
+by a function of their index.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from itertools import pairwise, product
-from typing import Any, overload
+from itertools import product
+from typing import overload
 
 from .._args import show
-from .._errors import GroupIndexError, TopologyError
+from .._errors import TopologyError
+from .ranks import JSON_RANKS, SHOWN_RANKS, Positions, Ranks, checked_index, checked_slice
+from .runs import Runs, compress, index_of, offsets, point, project, volume
 
-__all__ = ["DerivedGroups", "OrthogonalGroups", "Ranks", "Runs", "compress"]
+__all__ = [
+    "JSON_RANKS",
+    "SHOWN_RANKS",
+    "DerivedGroups",
+    "GroupList",
+    "OrthogonalGroups",
+    "Positions",
+    "Ranks",
+    "Runs",
+    "compress",
+]
 
-Runs = tuple[tuple[int, int], ...]
-"""``((size, stride), ...)`` innermost first."""
 
+class GroupList(Sequence[tuple[int, ...]]):
+    """A lazy, immutable sequence of groups of ranks, each group a tuple of ints.
 
-def compress(sizes: Sequence[int], strides: Sequence[int]) -> Runs:
-    """Drop size-1 axes and merge an axis into the previous run when it continues it.
+    Every implementation honours this API:
 
-    >>> compress([2, 1, 4], [1, 2, 2])
-    ((8, 1),)
-    >>> compress([2, 4], [1, 4])
-    ((2, 1), (4, 4))
+    - ``len(groups)``; ``groups[i]`` is a tuple (negative ``i`` counts from the end, anything
+      else out of range raises :class:`~topology.GroupIndexError`); ``groups[a:b:c]`` is a list
+      of tuples; iteration yields the groups in order;
+    - ``group in groups`` for a sequence of ints equal to a group (a tuple or a list);
+    - ``==`` with any sequence of sequences of ints (a list of lists too); not hashable;
+    - ``repr`` shows at most three groups (each a :class:`Ranks`) and the count;
+    - ``ranks(i)``: group ``i`` as a lazy :class:`Ranks`;
+    - ``index_of_rank(rank)``: the index of the first group that holds ``rank``, or None;
+    - ``ranks_of(rank)``: that group as a lazy :class:`Ranks`, or None;
+    - ``group_size``: how many ranks each group holds, or None when that is not known without
+      listing the groups.
+
+    :class:`OrthogonalGroups` (a grid's groups) answers every query in O(number of axes) and adds
+    ``structure``, ``build`` and ``bases``; :class:`DerivedGroups` makes each group on demand.
+
+    >>> groups = OrthogonalGroups(inner=((2, 1),), outer=((3, 2),), offset=0)
+    >>> isinstance(groups, GroupList), groups.index_of_rank(3), groups.ranks_of(3)
+    (True, 1, (2, 3))
+    >>> squares = DerivedGroups(3, lambda i: (i, i * i + 1))
+    >>> squares.index_of_rank(5), squares.ranks_of(5), squares.group_size
+    (2, (2, 5), None)
     """
-    runs: list[tuple[int, int]] = []
-    for size, stride in zip(sizes, strides, strict=True):
-        if size == 1:
-            continue
-        if runs and runs[-1][0] * runs[-1][1] == stride:
-            runs[-1] = (runs[-1][0] * size, runs[-1][1])
-        else:
-            runs.append((size, stride))
-    return tuple(runs)
-
-
-def _span(runs: Runs) -> int:
-    count = 1
-    for size, _ in runs:
-        count *= size
-    return count
-
-
-def _offsets(runs: Runs) -> tuple[int, ...]:
-    """All ``sum(c_i * stride_i)`` in mixed-radix order, innermost fastest."""
-    if not runs:
-        return (0,)
-    size, stride = runs[0]
-    offsets: list[int] = list(range(0, size * stride, stride))
-    for size, stride in runs[1:]:
-        offsets = [step + o for step in range(0, size * stride, stride) for o in offsets]
-    return tuple(offsets)
-
-
-def _decompose(index: int, runs: Runs) -> int:
-    """The offset of the ``index``-th point of ``runs`` (mixed radix, innermost fastest)."""
-    offset = 0
-    for size, stride in runs:
-        index, digit = divmod(index, size)
-        offset += digit * stride
-    return offset
-
-
-Positions = range | tuple[int, ...]
-"""Which points of a :class:`Ranks`' runs belong to it (ascending indices)."""
-
-SHOWN_RANKS = 16
-"""A :class:`Ranks` of at most this many ranks prints as a tuple; longer ones are summarised."""
-
-JSON_RANKS = 1024
-"""A group of at most this many ranks is a JSON list; a longer one is a summary object."""
-
-_HASH_RANKS = 4096
-
-
-def _checked_index(index: object, count: int, what: str) -> int:
-    """``index`` as a non-negative position below ``count`` (negative counts from the end)."""
-    if type(index) is not int or not -count <= index < count:
-        raise GroupIndexError(
-            f"{what} index {show(index)} is out of range for {count} {what}s; "
-            f"valid: {-count} to {count - 1}"
-        )
-    return index % count
-
-
-def _checked_slice(index: slice, count: int) -> range:
-    """The positions a slice selects; its bounds must be ints or None."""
-    for bound in (index.start, index.stop, index.step):
-        if bound is not None and type(bound) is not int:
-            raise TopologyError(f"slice bounds must be ints or None, got {show(bound)}")
-    if index.step == 0:
-        raise TopologyError("slice step cannot be zero")
-    return range(*index.indices(count))
-
-
-class Ranks(Sequence[int]):
-    """One group of ranks, ascending, held as structure instead of a tuple (lazy, immutable).
-
-    The group is ``base + point(p)`` for each ``p`` in ``positions``, where ``point`` reads ``p``
-    as a mixed-radix number over ``runs`` (``(size, stride)``, innermost first, each stride
-    larger than the span of the runs below, so points ascend with ``p``). ``len``, ``[i]``,
-    ``in`` and ``index`` cost O(number of runs); slices are lazy; ``==`` compares with any
-    sequence of ints, so a ``Ranks`` equals the tuple it stands for.
-
-    >>> group = Ranks(4, ((2, 1), (3, 8)))
-    >>> group, len(group), group[-1], group.index(21), 20 in group
-    ((4, 5, 12, 13, 20, 21), 6, 21, 5, True)
-    >>> Ranks(0, ((1 << 30, 8),))
-    <1073741824 ranks: 0, 8, 16, 24, …, 8589934584>
-    """
-
-    __slots__ = ("_base", "_positions", "_runs")
-
-    def __init__(self, base: int, runs: Runs, positions: Positions | None = None) -> None:
-        self._base = base
-        self._runs = runs
-        self._positions: Positions = range(_span(runs)) if positions is None else positions
-
-    @classmethod
-    def of(cls, ranks: Sequence[int]) -> Ranks:
-        """``ranks`` (a Ranks, a range with a positive step, or ascending ints) as a Ranks.
-
-        >>> Ranks.of(range(3, 12, 4)), Ranks.of((2, 3, 7)).index(7)
-        ((3, 7, 11), 2)
-        """
-        if isinstance(ranks, Ranks):
-            return ranks
-        if isinstance(ranks, range) and ranks.step > 0:
-            return cls(ranks.start, compress([len(ranks)], [ranks.step]))
-        if not isinstance(ranks, Sequence) or isinstance(ranks, (str, bytes)):
-            raise TopologyError(f"ranks must be a sequence of ints, got {show(ranks)}")
-        items = tuple(ranks)
-        if any(type(r) is not int or r < 0 for r in items) or any(
-            b <= a for a, b in pairwise(items)
-        ):
-            raise TopologyError(
-                f"ranks must be ascending non-negative ints, got {show(items)}; sort them"
-            )
-        if not items:
-            return cls(0, (), ())
-        base = items[0]
-        return cls(base, ((items[-1] - base + 1, 1),), tuple(r - base for r in items))
-
-    # -- structure ----------------------------------------------------------------------------
-
-    @property
-    def runs(self) -> tuple[int, Runs] | None:
-        """``(first rank, runs)`` when the group is exactly ``first + point(p)`` over runs.
-
-        None when the group is a chunk that cuts the runs unevenly (or an explicit set).
-
-        >>> Ranks(4, ((2, 1), (3, 8))).runs
-        (4, ((2, 1), (3, 8)))
-        >>> Ranks(0, ((2, 1), (3, 8)), range(1, 4)).runs is None
-        True
-        """
-        positions = self._positions
-        if not isinstance(positions, range) or positions.step < 1:
-            return None
-        if positions == range(_span(self._runs)):
-            return self._base, self._runs
-        if len(self._runs) == 1 and positions:
-            stride = self._runs[0][1]
-            return self._base + positions.start * stride, compress(
-                [len(positions)], [positions.step * stride]
-            )
-        return None
-
-    def take(self, indices: Positions) -> Ranks:
-        """The sub-group at ``indices`` (ascending, in range), lazily.
-
-        >>> Ranks(0, ((4, 1), (2, 16))).take(range(2, 6))
-        (2, 3, 16, 17)
-        """
-        positions = self._positions
-        if isinstance(indices, range):
-            return Ranks(
-                self._base, self._runs, positions[indices.start : indices.stop : indices.step]
-            )
-        return Ranks(self._base, self._runs, tuple(positions[i] for i in indices))
-
-    def blocks(self, limit: int = _HASH_RANKS) -> list[tuple[int, Runs]] | None:
-        """The group as ascending pieces ``first + point(p)`` over runs (at most 2 per run).
-
-        None when the group has no such short description (a strided chunk of several runs
-        with more than ``limit`` ranks).
-
-        >>> Ranks(0, ((4, 1), (3, 16)), range(2, 11)).blocks()
-        [(2, ((2, 1),)), (16, ((4, 1),)), (32, ((3, 1),))]
-        """
-        whole = self.runs
-        if whole is not None:
-            return [whole]
-        positions = self._positions
-        if isinstance(positions, range) and positions.step == 1:
-            runs = self._runs
-            return [
-                (
-                    self._point(start),
-                    compress(
-                        [size for size, _ in runs[:level]] + [count],
-                        [stride for _, stride in runs[: level + 1]],
-                    ),
-                )
-                for start, level, count in _aligned(positions.start, positions.stop, runs)
-            ]
-        if len(positions) > limit:
-            return None
-        return [(rank, ()) for rank in self]
-
-    # -- sequence -----------------------------------------------------------------------------
-
-    def _point(self, position: int) -> int:
-        return self._base + _decompose(position, self._runs)
-
-    def _position_of(self, rank: object) -> int | None:
-        if type(rank) is not int or rank < self._base:
-            return None
-        rest = rank - self._base
-        position = 0
-        scale = _span(self._runs)
-        for size, stride in reversed(self._runs):
-            scale //= size
-            digit = rest // stride
-            if digit >= size:
-                return None
-            rest -= digit * stride
-            position += digit * scale
-        return position if rest == 0 else None
-
-    def __len__(self) -> int:
-        return len(self._positions)
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Ranks: ...
-
-    def __getitem__(self, index: int | slice) -> int | Ranks:
-        count = len(self._positions)
-        if isinstance(index, slice):
-            _checked_slice(index, count)
-            return Ranks(self._base, self._runs, self._positions[index])
-        return self._point(self._positions[_checked_index(index, count, "rank")])
-
-    def __iter__(self) -> Iterator[int]:
-        runs = self._runs
-        if len(runs) == 1 and self._positions == range(runs[0][0]):
-            size, stride = runs[0]
-            return iter(range(self._base, self._base + size * stride, stride))
-        return map(self._point, self._positions)
-
-    def __contains__(self, rank: object) -> bool:
-        position = self._position_of(rank)
-        return position is not None and position in self._positions
-
-    def index(self, value: Any, start: int = 0, stop: int | None = None) -> int:
-        """Where ``value`` sits in the group, in O(number of runs); ValueError if absent."""
-        position = self._position_of(value)
-        if position is not None and position in self._positions:
-            found = self._positions.index(position)
-            if start <= found and (stop is None or found < stop):
-                return found
-        raise TopologyError(f"{show(value)} is not in this group")
-
-    def count(self, value: Any) -> int:
-        """1 if ``value`` is in the group, else 0."""
-        return int(value in self)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        if isinstance(other, Ranks) and (self._base, self._runs, self._positions) == (
-            other._base,
-            other._runs,
-            other._positions,
-        ):
-            return True
-        if len(self) != len(other):
-            return False
-        if len(self) and (self[0] != other[0] or self[-1] != other[-1]):
-            return False
-        return all(a == b for a, b in zip(self, other, strict=True))
-
-    def __hash__(self) -> int:
-        # Short groups hash like the tuple they equal; long ones by size and ends (O(runs)).
-        if len(self) <= _HASH_RANKS:
-            return hash(tuple(self))
-        return hash((len(self), self[0], self[1], self[-1]))
-
-    def __repr__(self) -> str:
-        count = len(self)
-        if count <= SHOWN_RANKS:
-            return repr(tuple(self))
-        head = ", ".join(str(self[i]) for i in range(4))
-        return f"<{count} ranks: {head}, …, {self[-1]}>"
-
-    def to_json(self, limit: int = JSON_RANKS) -> list[int] | dict[str, Any]:
-        """A list of ranks when at most ``limit``, else a summary with the runs (docs/cli.md).
-
-        >>> summary = Ranks(0, ((1 << 20, 8),)).to_json()
-        >>> summary["size"], summary["first"][:3], summary["last"], summary["runs"]
-        (1048576, [0, 8, 16], 8388600, [[1048576, 8]])
-        """
-        count = len(self)
-        if count <= limit:
-            return list(self)
-        whole = self.runs
-        return {
-            "size": count,
-            "first": list(self[:8]),
-            "last": self[-1],
-            "runs": None if whole is None else [list(run) for run in whole[1]],
-        }
-
-
-def _aligned(start: int, stop: int, runs: Runs) -> list[tuple[int, int, int]]:
-    """Cut positions ``start .. stop - 1`` into digit-aligned pieces ``(first, level, count)``.
-
-    A piece holds ``count`` consecutive values of digit ``level`` with every lower digit free.
-    """
-    scales = [1]
-    for size, _ in runs:
-        scales.append(scales[-1] * size)
-    pieces: list[tuple[int, int, int]] = []
-    position, level = start, 0
-    while level < len(runs) and position < stop:
-        step, upper = scales[level], scales[level + 1]
-        if position % upper:
-            count = min((upper - position % upper) // step, (stop - position) // step)
-            if count == 0:
-                break
-            pieces.append((position, level, count))
-            position += count * step
-            if position % upper:
-                break
-        level += 1
-    level = min(level, len(runs) - 1)
-    while position < stop:
-        while scales[level] > stop - position:
-            level -= 1
-        count = (stop - position) // scales[level]
-        pieces.append((position, level, count))
-        position += count * scales[level]
-    return pieces
-
-
-class _GroupSequenceBase(Sequence[tuple[int, ...]]):
-    """Shared sequence behaviour: negative indices, slices, equality with any sequence."""
 
     __slots__ = ()
 
+    @abstractmethod
     def _item(self, index: int) -> tuple[int, ...]:
-        raise NotImplementedError
+        """Group ``index`` (already checked to be in range) as a tuple."""
 
     def _lazy(self, index: int) -> Ranks:
         return Ranks.of(self._item(index))
+
+    def _holds(self, index: int, rank: int) -> bool:
+        return rank in self._lazy(index)
+
+    @property
+    def group_size(self) -> int | None:
+        """How many ranks each group holds; None when unknown without listing the groups."""
+        return None
 
     def ranks(self, index: int) -> Ranks:
         """Group ``index`` as a lazy :class:`Ranks` (O(number of runs), nothing enumerated).
@@ -369,7 +85,18 @@ class _GroupSequenceBase(Sequence[tuple[int, ...]]):
         >>> OrthogonalGroups(inner=((1 << 30, 2),), outer=((2, 1),), offset=0).ranks(-1)
         <1073741824 ranks: 1, 3, 5, 7, …, 2147483647>
         """
-        return self._lazy(_checked_index(index, len(self), "group"))
+        return self._lazy(checked_index(index, len(self), "group"))
+
+    def index_of_rank(self, rank: int) -> int | None:
+        """Which group holds ``rank`` (the first, if several do); None if none does."""
+        if type(rank) is not int:
+            return None
+        return next((i for i in range(len(self)) if self._holds(i, rank)), None)
+
+    def ranks_of(self, rank: int) -> Ranks | None:
+        """The group :meth:`index_of_rank` finds, as a lazy :class:`Ranks` (None if none)."""
+        index = self.index_of_rank(rank)
+        return None if index is None else self._lazy(index)
 
     @overload
     def __getitem__(self, index: int) -> tuple[int, ...]: ...
@@ -379,8 +106,20 @@ class _GroupSequenceBase(Sequence[tuple[int, ...]]):
 
     def __getitem__(self, index: int | slice) -> tuple[int, ...] | list[tuple[int, ...]]:
         if isinstance(index, slice):
-            return [self._item(i) for i in _checked_slice(index, len(self))]
-        return self._item(_checked_index(index, len(self), "group"))
+            return [self._item(i) for i in checked_slice(index, len(self))]
+        return self._item(checked_index(index, len(self), "group"))
+
+    def __iter__(self) -> Iterator[tuple[int, ...]]:
+        return map(self._item, range(len(self)))
+
+    def __contains__(self, group: object) -> bool:
+        """True for a sequence of ints equal to a group (O(world size) unless overridden)."""
+        if not isinstance(group, Sequence) or isinstance(group, str) or not group:
+            return False
+        if any(type(rank) is not int for rank in group):
+            return False
+        wanted = tuple(group)
+        return any(item == wanted for item in self)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
@@ -401,7 +140,7 @@ class _GroupSequenceBase(Sequence[tuple[int, ...]]):
         return f"[{shown}{more}]"
 
 
-class OrthogonalGroups(_GroupSequenceBase):
+class OrthogonalGroups(GroupList):
     """The groups that vary along some axes of a grid; lazy, immutable, in Megatron's order.
 
     Every group is ascending; groups come in ascending order of their smallest rank.
@@ -425,7 +164,7 @@ class OrthogonalGroups(_GroupSequenceBase):
     @property
     def group_size(self) -> int:
         """How many ranks each group holds."""
-        return _span(self._inner)
+        return volume(self._inner)
 
     @property
     def structure(self) -> tuple[int, Runs, Runs]:
@@ -434,11 +173,11 @@ class OrthogonalGroups(_GroupSequenceBase):
         return self._offset, self._inner, self._outer
 
     def __len__(self) -> int:
-        return _span(self._outer)
+        return volume(self._outer)
 
     def _offsets(self) -> tuple[int, ...]:
         if self._offsets_cache is None:
-            self._offsets_cache = _offsets(self._inner)
+            self._offsets_cache = offsets(self._inner)
         return self._offsets_cache
 
     def build(self, base: int) -> tuple[int, ...]:
@@ -454,16 +193,10 @@ class OrthogonalGroups(_GroupSequenceBase):
         return tuple(map(base.__add__, self._offsets()))
 
     def _item(self, index: int) -> tuple[int, ...]:
-        return self.build(self._offset + _decompose(index, self._outer))
+        return self.build(self._offset + point(index, self._outer))
 
     def _lazy(self, index: int) -> Ranks:
-        return Ranks(self._offset + _decompose(index, self._outer), self._inner)
-
-    def ranks_of(self, rank: int) -> Ranks | None:
-        """The group holding ``rank`` as a lazy :class:`Ranks` (None if outside)."""
-        if self.index_of_rank(rank) is None:
-            return None
-        return Ranks(self._base_of(rank), self._inner)
+        return Ranks(self._offset + point(index, self._outer), self._inner)
 
     def bases(self) -> Iterator[int]:
         """The smallest rank of each group, in order."""
@@ -497,11 +230,11 @@ class OrthogonalGroups(_GroupSequenceBase):
                 for base in range(start, start + width0, stride0):
                     yield tuple(range(base, base + span, stride))
         else:
-            offsets = self._offsets()
+            points = self._offsets()
             for head in product(*heads):
                 start = self._offset + sum(head)
                 for base in range(start, start + width0, stride0):
-                    yield tuple(map(base.__add__, offsets))
+                    yield tuple(map(base.__add__, points))
 
     def __contains__(self, group: object) -> bool:
         if not isinstance(group, Sequence) or isinstance(group, str) or not group:
@@ -512,65 +245,100 @@ class OrthogonalGroups(_GroupSequenceBase):
         return tuple(group) == self.build(self._base_of(first))
 
     def _base_of(self, rank: int) -> int:
-        local = rank - self._offset
-        inner_part = 0
-        for size, stride in self._inner:
-            inner_part += ((local // stride) % size) * stride
-        return rank - inner_part
+        return rank - project(rank - self._offset, self._inner)
 
     def index_of_rank(self, rank: int) -> int | None:
-        """Which group holds ``rank`` (None if the rank is outside these groups)."""
+        """Which group holds ``rank`` (None if the rank is outside these groups), O(runs)."""
         if type(rank) is not int:
             return None
         local = rank - self._offset
         if not 0 <= local < len(self) * self.group_size:
             return None
-        index = 0
-        scale = 1
-        for size, stride in self._outer:
-            index += ((local // stride) % size) * scale
-            scale *= size
-        return index
+        return index_of(local, self._outer)
 
 
-class DerivedGroups(_GroupSequenceBase):
+class DerivedGroups(GroupList):
     """Groups computed one at a time by a function of their index (lazy, immutable).
+
+    ``group_size`` (when every group has that many ranks) and ``index_of`` (a function from a
+    rank to the index of its group, or None) are optional facts the maker knows; without
+    ``index_of``, :meth:`index_of_rank` tests the groups in order.
 
     >>> squares = DerivedGroups(3, lambda i: (i, i * i))
     >>> list(squares)
     [(0, 0), (1, 1), (2, 4)]
+    >>> halves = DerivedGroups(2, lambda i: range(4 * i, 4 * i + 4), group_size=4,
+    ...                        index_of=lambda r: r // 4 if 0 <= r < 8 else None)
+    >>> halves.group_size, halves.index_of_rank(6), halves.ranks_of(9)
+    (4, 1, None)
     """
 
-    __slots__ = ("_count", "_make")
+    __slots__ = ("_count", "_index_of", "_make", "_size")
 
-    def __init__(self, count: int, make: Callable[[int], Sequence[int]]) -> None:
+    def __init__(
+        self,
+        count: int,
+        make: Callable[[int], Sequence[int]],
+        *,
+        group_size: int | None = None,
+        index_of: Callable[[int], int | None] | None = None,
+    ) -> None:
         if type(count) is not int or count < 0:
             raise TopologyError(f"a group count must be a non-negative int, got {show(count)}")
         if not callable(make):
             raise TopologyError(f"make must be a function of the group index, got {show(make)}")
+        if group_size is not None and (type(group_size) is not int or group_size < 0):
+            raise TopologyError(
+                f"group_size must be a non-negative int or None, got {show(group_size)}"
+            )
+        if index_of is not None and not callable(index_of):
+            raise TopologyError(
+                f"index_of must be a function from a rank to a group index, got {show(index_of)}"
+            )
         self._count = count
         self._make = make
+        self._size = group_size
+        self._index_of = index_of
 
     def __len__(self) -> int:
         return self._count
 
-    def _item(self, index: int) -> tuple[int, ...]:
+    @property
+    def group_size(self) -> int | None:
+        """The ``group_size`` given at construction (None when the groups were not declared
+        equal-sized)."""
+        return self._size
+
+    def _made(self, index: int) -> Sequence[int]:
         group = self._make(index)
+        if isinstance(group, Ranks):
+            return group
         if not isinstance(group, Sequence) or any(type(r) is not int for r in group):
             raise TopologyError(f"make({index}) must return a sequence of ints, got {show(group)}")
-        return tuple(group)
+        return group
+
+    def _item(self, index: int) -> tuple[int, ...]:
+        return tuple(self._made(index))
 
     def _lazy(self, index: int) -> Ranks:
         return Ranks.of(self._make(index))
 
-    def __iter__(self) -> Iterator[tuple[int, ...]]:
-        return map(self._item, range(self._count))
+    def _holds(self, index: int, rank: int) -> bool:
+        return rank in self._made(index)
 
-    def __contains__(self, group: object) -> bool:
-        """Like :class:`OrthogonalGroups`: any sequence of ints equal to a group (O(W))."""
-        if not isinstance(group, Sequence) or isinstance(group, str) or not group:
-            return False
-        if any(type(rank) is not int for rank in group):
-            return False
-        wanted = tuple(group)
-        return any(item == wanted for item in self)
+    def index_of_rank(self, rank: int) -> int | None:
+        """Which group holds ``rank`` (the first, if several do); None if none does.
+
+        O(1) calls of ``index_of`` when it was given, else the groups are tested in order.
+        """
+        if self._index_of is None:
+            return super().index_of_rank(rank)
+        if type(rank) is not int:
+            return None
+        found = self._index_of(rank)
+        if found is not None and (type(found) is not int or not 0 <= found < self._count):
+            raise TopologyError(
+                f"index_of({rank}) must return a group index from 0 to {self._count - 1} or "
+                f"None, got {show(found)}"
+            )
+        return found

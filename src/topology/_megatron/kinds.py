@@ -1,14 +1,50 @@
-"""The names of group kinds, their axes, and the Megatron names they replace (private)."""
+"""The kind table: one record per group kind, and what a Topology asks of each (private).
+
+Adding a kind is one new :class:`KindSpec` in :data:`TABLE` (at its place in Megatron's creation
+order): the axes it spans on the dense or expert grid, or a :class:`~.derived.Derived` that
+builds its groups; names, Megatron names, sizes, groups, lookups and membership all follow.
+
+>>> [spec.name for spec in TABLE][:4]
+['dp-cp', 'intra-dp-cp', 'dp', 'cp']
+>>> spec_of("hcp-1").name, spec_of("tp-dp").megatron_names
+('hcp-<level>', ('tp_dp', 'tensor_and_data'))
+"""
 
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Literal
 
 import attrs
 
 from .._layout.grid import Grid
+from .._layout.groups import GroupList, Ranks
+from .derived import (
+    EMBEDDING,
+    HCP_LEVEL,
+    INTER_EDP,
+    INTRA_DIST_OPT,
+    INTRA_DP_CP,
+    INTRA_EDP,
+    POSITION_EMBEDDING,
+    Derived,
+    Layout,
+    grid_locate,
+)
 
-__all__ = ["DENSE_KINDS", "EXPERT_KINDS", "MEGATRON_NAMES", "Kind", "canonical_kind"]
+__all__ = [
+    "DENSE_KINDS",
+    "EXPERT_KINDS",
+    "MEGATRON_NAMES",
+    "TABLE",
+    "Kind",
+    "KindSpec",
+    "canonical_kind",
+    "spec_of",
+]
+
+
+_LEVEL = "<level>"
 
 
 @attrs.frozen
@@ -30,52 +66,143 @@ class Kind:
     axes: tuple[str, ...]
     """The axes of ``grid`` one group varies along (empty when ``grid`` is None)."""
 
-DENSE_KINDS = MappingProxyType(
-    {
-        "dp-cp": ("dp", "cp"),
-        "dp": ("dp",),
-        "cp": ("cp",),
-        "tp-pp": ("tp", "pp"),
-        "tp": ("tp",),
-        "pp": ("pp",),
-        "tp-dp-cp": ("tp", "dp", "cp"),
-        "tp-dp": ("tp", "dp"),
-        "tp-cp": ("tp", "cp"),
-    }
+
+@attrs.frozen
+class KindSpec:
+    """One row of the kind table: a kind (or a family ``hcp-<level>``) and how it behaves.
+
+    A grid kind names its ``grid`` (``"dense"`` or ``"expert"``) and ``axes``; an expert kind
+    also says what it means in a dense-only layout without an expert grid (``dense_axes``).
+    A derived kind has ``derived`` instead. ``needs`` is the Topology field that must be set
+    for the kind to exist (``dist_opt_instances`` > 1, or ``hcp_sizes`` with one kind a level).
+    """
+
+    name: str
+    megatron_names: tuple[str, ...] = ()
+    grid: Literal["dense", "expert"] | None = None
+    axes: tuple[str, ...] = ()
+    dense_axes: tuple[str, ...] = ()
+    derived: Derived | None = None
+    needs: Literal["dist_opt_instances", "hcp_sizes"] | None = None
+
+    def names(self, topo: Layout) -> tuple[str, ...]:
+        """The concrete kinds this row gives ``topo`` (none when it does not apply)."""
+        if self.needs == "dist_opt_instances" and topo.dist_opt_instances == 1:
+            return ()
+        if self.name.endswith(_LEVEL):
+            stem = self.name[: -len(_LEVEL)]
+            return tuple(f"{stem}{level}" for level in range(len(topo.hcp_sizes or ())))
+        return (self.name,)
+
+    def place(self, topo: Layout) -> tuple[Grid, tuple[str, ...]] | None:
+        """The grid and axes the groups vary along, or None for a derived kind."""
+        if self.grid == "dense":
+            return topo.dense, self.axes
+        if self.grid == "expert":
+            expert = topo.expert
+            return (topo.dense, self.dense_axes) if expert is None else (expert, self.axes)
+        return None
+
+    def kind(self, topo: Layout, name: str) -> Kind:
+        """The public description of kind ``name`` of ``topo``."""
+        place = self.place(topo)
+        grid, axes = (None, ()) if place is None else place
+        return Kind(name, self.megatron_names, grid, axes)
+
+    def size(self, topo: Layout, name: str) -> int:
+        """How many ranks one group holds."""
+        place = self.place(topo)
+        if place is not None:
+            return place[0].size(*place[1])
+        return self._derived.size(topo, name)
+
+    def groups(self, topo: Layout, name: str) -> GroupList:
+        """All groups, lazily, in Megatron's order."""
+        place = self.place(topo)
+        if place is not None:
+            return place[0].groups(*place[1])
+        return self._derived.groups(topo, name)
+
+    def locate(self, topo: Layout, name: str, rank: int) -> tuple[int, int]:
+        """``(group index, local rank)`` of a checked rank; raises for a rank in no group."""
+        place = self.place(topo)
+        if place is not None:
+            return grid_locate(*place, rank)
+        return self._derived.locate(topo, name, rank)
+
+    def has_group(self, topo: Layout, name: str, rank: int) -> bool:
+        """True if the checked rank belongs to some group."""
+        return self.derived is None or self.derived.has_group(topo, name, rank)
+
+    def ranks_of(self, topo: Layout, name: str, rank: int) -> Ranks:
+        """The group holding the checked rank, as a lazy :class:`Ranks`."""
+        place = self.place(topo)
+        if place is not None:
+            found = place[0].groups(*place[1]).ranks_of(rank)
+            assert found is not None  # the rank was checked
+            return found
+        return self.groups(topo, name).ranks(self.locate(topo, name, rank)[0])
+
+    def group_of(self, topo: Layout, name: str, rank: int) -> tuple[int, ...]:
+        """The group holding the checked rank, as a tuple."""
+        place = self.place(topo)
+        if place is not None:
+            return place[0].group_of(rank, *place[1])
+        return self.groups(topo, name)[self.locate(topo, name, rank)[0]]
+
+    @property
+    def _derived(self) -> Derived:
+        assert self.derived is not None  # every row is a grid kind or a derived one
+        return self.derived
+
+
+def _dense(name: str, axes: tuple[str, ...], *megatron: str) -> KindSpec:
+    return KindSpec(name, megatron, grid="dense", axes=axes)
+
+
+def _expert(name: str, axes: tuple[str, ...], dense: tuple[str, ...], *megatron: str) -> KindSpec:
+    return KindSpec(name, megatron, grid="expert", axes=axes, dense_axes=dense)
+
+
+def _dist_opt(name: str, derived: Derived, *megatron: str) -> KindSpec:
+    return KindSpec(name, megatron, derived=derived, needs="dist_opt_instances")
+
+
+TABLE: tuple[KindSpec, ...] = (
+    _dense("dp-cp", ("dp", "cp"), "dp_cp"),
+    _dist_opt("intra-dp-cp", INTRA_DP_CP, "intra_dp_cp"),
+    _dense("dp", ("dp",)),
+    _dense("cp", ("cp",)),
+    KindSpec("hcp-<level>", derived=HCP_LEVEL, needs="hcp_sizes"),
+    _dense("tp-pp", ("tp", "pp"), "mp"),
+    _dense("tp", ("tp",)),
+    _dense("pp", ("pp",)),
+    KindSpec("embedding", ("embd",), derived=EMBEDDING),
+    KindSpec("position-embedding", ("pos_embd",), derived=POSITION_EMBEDDING),
+    _dense("tp-dp-cp", ("tp", "dp", "cp"), "tp_dp_cp"),
+    _dense("tp-dp", ("tp", "dp"), "tp_dp", "tensor_and_data"),
+    _dense("tp-cp", ("tp", "cp"), "tp_cp"),
+    _expert("ep", ("ep",), ()),
+    _expert("etp", ("etp",), ("tp",), "expt_tp"),
+    _expert("etp-ep", ("etp", "ep"), ("tp",), "tp_ep"),
+    _expert("etp-ep-pp", ("etp", "ep", "pp"), ("tp", "pp"), "tp_ep_pp"),
+    _expert("edp", ("edp",), ("dp", "cp"), "expt_dp"),
+    _dist_opt("intra-edp", INTRA_EDP, "intra_expt_dp"),
+    _dist_opt("inter-edp", INTER_EDP, "inter_dist_opt"),
+    _dist_opt("intra-dist-opt", INTRA_DIST_OPT, "intra_dist_opt"),
 )
+"""Every kind, in Megatron's creation order (the order of ``Topology.kinds``)."""
+
+_BY_NAME = MappingProxyType({spec.name: spec for spec in TABLE})
+_FAMILIES = tuple(spec for spec in TABLE if spec.name.endswith(_LEVEL))
+
+DENSE_KINDS = MappingProxyType({s.name: s.axes for s in TABLE if s.grid == "dense"})
 """Kinds of the dense grid (tp, cp, dp, pp) and the axes each one varies along."""
 
-EXPERT_KINDS = MappingProxyType(
-    {
-        "ep": ("ep",),
-        "etp": ("etp",),
-        "etp-ep": ("etp", "ep"),
-        "etp-ep-pp": ("etp", "ep", "pp"),
-        "edp": ("edp",),
-    }
-)
+EXPERT_KINDS = MappingProxyType({s.name: s.axes for s in TABLE if s.grid == "expert"})
 """Kinds of the expert grid (etp, ep, edp, pp) and the axes each one varies along."""
 
-MEGATRON_NAMES = MappingProxyType(
-    {
-        "dp_cp": "dp-cp",
-        "mp": "tp-pp",
-        "tp_dp_cp": "tp-dp-cp",
-        "tp_dp": "tp-dp",
-        "tensor_and_data": "tp-dp",
-        "tp_cp": "tp-cp",
-        "expt_tp": "etp",
-        "expt_dp": "edp",
-        "tp_ep": "etp-ep",
-        "tp_ep_pp": "etp-ep-pp",
-        "embd": "embedding",
-        "pos_embd": "position-embedding",
-        "intra_dp_cp": "intra-dp-cp",
-        "intra_expt_dp": "intra-edp",
-        "inter_dist_opt": "inter-edp",
-        "intra_dist_opt": "intra-dist-opt",
-    }
-)
+MEGATRON_NAMES = MappingProxyType({m: s.name for s in TABLE for m in s.megatron_names})
 """Megatron's short names of process groups, mapped to our kinds."""
 
 _TOKEN_RANK = {"etp": 0, "tp": 0, "ep": 1, "dp": 2, "edp": 2, "cp": 3, "pp": 4}
@@ -94,3 +221,24 @@ def canonical_kind(kind: str) -> str:
         if ordered in DENSE_KINDS or ordered in EXPERT_KINDS:
             return ordered
     return kind
+
+
+def spec_of(name: str) -> KindSpec:
+    """The table row of a canonical kind name (``"hcp-2"`` is a row of ``"hcp-<level>"``).
+
+    Raises:
+        KeyError: for a name that no row gives.
+    """
+    spec = _BY_NAME.get(name)
+    if spec is not None:
+        return spec
+    for family in _FAMILIES:
+        stem = family.name[: -len(_LEVEL)]
+        if name.startswith(stem) and name[len(stem) :].isdigit():
+            return family
+    raise KeyError(name)
+
+
+def kinds_of(topo: Layout) -> tuple[str, ...]:
+    """Every kind ``topo`` defines, in Megatron's creation order."""
+    return tuple(name for spec in TABLE for name in spec.names(topo))

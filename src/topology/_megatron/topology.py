@@ -10,26 +10,13 @@ import attrs
 from .._args import show
 from .._errors import TopologyError
 from .._layout.grid import Grid
-from .._layout.groups import DerivedGroups, OrthogonalGroups, Positions, Ranks, compress
-from .._layout.hierarchy import level_grid
-from .kinds import DENSE_KINDS, EXPERT_KINDS, MEGATRON_NAMES, Kind, canonical_kind
+from .._layout.groups import GroupList, Ranks
+from .kinds import Kind, KindSpec, canonical_kind, kinds_of, spec_of
 from .pipeline import Pipeline, virtual_layers
 from .rank_info import RankInfo
-from .validate import validate_topology
+from .validate import Resolved, validate_topology
 
 __all__ = ["GroupList", "Topology"]
-
-_DENSE_MEANING = {
-    "ep": (),
-    "etp": ("tp",),
-    "etp-ep": ("tp",),
-    "etp-ep-pp": ("tp", "pp"),
-    "edp": ("dp", "cp"),
-}
-"""What the expert kinds mean in a dense-only layout that has no expert grid of its own."""
-
-GroupList = OrthogonalGroups | DerivedGroups
-"""A lazy, immutable sequence of groups (each a tuple of ints)."""
 
 
 def _tuple_or_none(value: object) -> object:
@@ -53,6 +40,9 @@ class Topology:
     Two grids lie over the same ranks (MoE parallel folding): ``dense`` over (tp, cp, dp, pp) and
     ``expert`` over (etp, ep, edp, pp), both laid out by ``order`` (innermost axis first). Derived
     sizes: ``dp = W / (tp * cp * pp)``, ``etp = etp or tp``, ``edp = W / (etp * ep * pp)``.
+    The fields keep what was given (``attrs.evolve`` changes one and derives the rest again);
+    ``dp``, ``etp``, ``order`` and the stages read back resolved, and equality compares those.
+    Every kind is a row of the kind table (``kinds.py``); the kind methods look it up.
 
     Args:
         world_size: how many ranks.
@@ -85,22 +75,31 @@ class Topology:
     pp: int = 1
     cp: int = 1
     ep: int = 1
-    etp: int | None = None
-    dp: int | None = None
+    _etp: int | None = attrs.field(default=None, alias="etp", eq=False)
+    _dp: int | None = attrs.field(default=None, alias="dp", eq=False)
     vpp: int | None = None
-    order: str = "tp-cp-ep-dp-pp"
+    _order: str = attrs.field(default="tp-cp-ep-dp-pp", alias="order", eq=False)
     rank_offset: int = 0
     dist_opt_instances: int = 1
     hcp_sizes: tuple[int, ...] | None = attrs.field(default=None, converter=_tuple_or_none)
-    embedding_stages: tuple[int, ...] = attrs.field(default=(0, -1), converter=_stage_tuple)
-    position_embedding_stages: tuple[int, ...] = attrs.field(default=(0,), converter=_stage_tuple)
-    _dense: Grid = attrs.field(init=False, eq=False, repr=False)
-    _expert: Grid | None = attrs.field(init=False, eq=False, repr=False)
+    _embedding_stages: tuple[int, ...] = attrs.field(
+        default=(0, -1), converter=_stage_tuple, alias="embedding_stages", eq=False
+    )
+    _position_embedding_stages: tuple[int, ...] = attrs.field(
+        default=(0,), converter=_stage_tuple, alias="position_embedding_stages", eq=False
+    )
+    # Derived from the fields above. Equality compares the resolved etp, dp, order and stages
+    # (in `_resolved`), not the given ones: Topology(8, tp=2) == Topology(8, tp=2, dp=4).
+    _resolved: Resolved = attrs.field(init=False, repr=False)
+    _kinds: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        facts = validate_topology(self)
-        for name, value in facts.items():
-            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_resolved", validate_topology(**self._given()))
+        object.__setattr__(self, "_kinds", kinds_of(self))
+
+    def _given(self) -> dict[str, Any]:
+        """The constructor's keywords and the values given for them."""
+        return {f.alias: getattr(self, f.name) for f in attrs.fields(type(self)) if f.init}
 
     # -- named constructors -------------------------------------------------------------------
 
@@ -140,7 +139,7 @@ class Topology:
             raise TopologyError(
                 f"a topology must be a mapping of fields, got {type(data).__name__}"
             )
-        fields = [f.name for f in attrs.fields(cls) if f.init]
+        fields = [f.alias for f in attrs.fields(cls) if f.init]
         unknown = sorted(show(key) for key in data if key not in fields)
         if unknown:
             raise TopologyError(
@@ -151,30 +150,54 @@ class Topology:
         return cls(**dict(data))
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field as JSON-safe values (ints, strings, lists, None)."""
-        return {
-            "world_size": self.world_size,
-            "tp": self.tp,
-            "pp": self.pp,
-            "cp": self.cp,
-            "ep": self.ep,
-            "etp": self.etp,
-            "dp": self.dp,
-            "vpp": self.vpp,
-            "order": self.order,
-            "rank_offset": self.rank_offset,
-            "dist_opt_instances": self.dist_opt_instances,
-            "hcp_sizes": None if self.hcp_sizes is None else list(self.hcp_sizes),
-            "embedding_stages": list(self.embedding_stages),
-            "position_embedding_stages": list(self.position_embedding_stages),
-        }
+        """Every field as given, as JSON-safe values; the order is written out in full.
+
+        ``dp``, ``etp`` and the stages stay as given (None, ``[0, -1]``), so the dict describes
+        the same layout when one field is changed: ``attrs.evolve(t, pp=2)`` equals
+        ``Topology(**{**t.to_dict(), "pp": 2})`` whenever the former is valid.
+
+        >>> Topology(16, tp=2, pp=4).to_dict()["dp"], Topology(16, tp=2, pp=4).dp
+        (None, 2)
+        """
+        data = self._given()
+        data["order"] = self.order
+        for name in ("hcp_sizes", "embedding_stages", "position_embedding_stages"):
+            data[name] = None if data[name] is None else list(data[name])
+        return data
+
+    # -- the values derived from the fields -----------------------------------------------------
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size, ``W / (tp * cp * pp)``."""
+        return self._resolved.dp
+
+    @property
+    def etp(self) -> int:
+        """Expert tensor-parallel size (tp unless given)."""
+        return self._resolved.etp
+
+    @property
+    def order(self) -> str:
+        """The order, innermost axis first, with every axis named (missing ones appended)."""
+        return self._resolved.order
+
+    @property
+    def embedding_stages(self) -> tuple[int, ...]:
+        """The stages holding word embeddings, ascending, without negative indices."""
+        return self._resolved.embedding_stages
+
+    @property
+    def position_embedding_stages(self) -> tuple[int, ...]:
+        """The stages holding position embeddings, ascending, without negative indices."""
+        return self._resolved.position_embedding_stages
 
     # -- grids and sizes ----------------------------------------------------------------------
 
     @property
     def dense(self) -> Grid:
         """The grid of attention / dense layers: axes tp, cp, dp, pp."""
-        return self._dense
+        return self._resolved.dense
 
     @property
     def expert(self) -> Grid | None:
@@ -184,43 +207,19 @@ class Topology:
         cp > 1 (ezpz's ``tp-cp-pp-dp``): there no expert grid can share the dense pipeline, so
         the expert kinds mean what they mean for dense layers (etp = tp, edp = dp-cp, ep alone).
         """
-        return self._expert
+        return self._resolved.expert
 
     @property
     def edp(self) -> int:
         """Expert data-parallel size, ``W / (etp * ep * pp)``."""
-        return (
-            self.world_size
-            // (self._dense.size("tp") if self.etp is None else self.etp)
-            // (self.ep * self.pp)
-        )
+        return self.world_size // (self.etp * self.ep * self.pp)
+
+    # -- kinds: look-ups in the kind table (kinds.py) -------------------------------------------
 
     @property
     def kinds(self) -> tuple[str, ...]:
         """Every group kind this topology defines, in Megatron's creation order."""
-        instances = self.dist_opt_instances > 1
-        levels = tuple(f"hcp-{k}" for k in range(len(self.hcp_sizes or ())))
-        return (
-            "dp-cp",
-            *(("intra-dp-cp",) if instances else ()),
-            "dp",
-            "cp",
-            *levels,
-            "tp-pp",
-            "tp",
-            "pp",
-            "embedding",
-            "position-embedding",
-            "tp-dp-cp",
-            "tp-dp",
-            "tp-cp",
-            "ep",
-            "etp",
-            "etp-ep",
-            "etp-ep-pp",
-            "edp",
-            *(("intra-edp", "inter-edp", "intra-dist-opt") if instances else ()),
-        )
+        return self._kinds
 
     def kind(self, name: str) -> Kind:
         """The kind called ``name`` (ours or Megatron's) in this topology.
@@ -231,13 +230,8 @@ class Topology:
         >>> Topology(16, tp=2, pp=4).kind("mp").axes
         ('tp', 'pp')
         """
-        canonical = self._kind(name)
-        grid: Grid | None = None
-        axes: tuple[str, ...] = ()
-        if canonical in DENSE_KINDS or canonical in EXPERT_KINDS:
-            grid, axes = self._grid_kind(canonical)
-        megatron = tuple(short for short, ours in MEGATRON_NAMES.items() if ours == canonical)
-        return Kind(canonical, megatron, grid, axes)
+        name, spec = self._spec(name)
+        return spec.kind(self, name)
 
     def size(self, kind: str) -> int:
         """How many ranks one group of ``kind`` holds, in O(1).
@@ -246,24 +240,8 @@ class Topology:
         >>> topo.size("tp-dp"), topo.size("embedding")
         (4, 2)
         """
-        kind = self._kind(kind)
-        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
-            grid, axes = self._grid_kind(kind)
-            return grid.size(*axes)
-        instances = self.dist_opt_instances
-        sizes = {
-            "embedding": len(self.embedding_stages),
-            "position-embedding": len(self.position_embedding_stages),
-            "intra-dp-cp": self._dense.size("dp", "cp") // instances,
-            "intra-edp": self.edp // instances,
-            "inter-edp": instances,
-            "intra-dist-opt": self.world_size // instances,
-        }
-        if kind in sizes:
-            return sizes[kind]
-        return (self.hcp_sizes or ())[int(kind[4:])]
-
-    # -- groups -------------------------------------------------------------------------------
+        name, spec = self._spec(kind)
+        return spec.size(self, name)
 
     def groups(self, kind: str) -> GroupList:
         """All groups of ``kind``, lazily, in Megatron's order.
@@ -271,11 +249,8 @@ class Topology:
         >>> list(Topology(8, tp=2, pp=2).groups("tp-pp"))
         [(0, 1, 4, 5), (2, 3, 6, 7)]
         """
-        kind = self._kind(kind)
-        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
-            grid, axes = self._grid_kind(kind)
-            return grid.groups(*axes)
-        return self._derived_groups(kind)
+        name, spec = self._spec(kind)
+        return spec.groups(self, name)
 
     def group_of(self, rank: int, kind: str) -> tuple[int, ...]:
         """The group of ``kind`` that holds ``rank``.
@@ -289,12 +264,8 @@ class Topology:
         topology._errors.TopologyError: rank 5 belongs to no embedding group:
         it is pipeline stage 1 of 4 and embedding lives on stages 0, 3
         """
-        kind = self._kind(kind)
-        self._dense._check_rank(rank)
-        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
-            grid, axes = self._grid_kind(kind)
-            return grid.group_of(rank, *axes)
-        return self._derived_group_of(rank, kind)
+        name, spec = self._spec(kind, rank)
+        return spec.group_of(self, name, rank)
 
     def local_rank(self, rank: int, kind: str) -> int:
         """The rank's position in its group of ``kind``, without building the group.
@@ -322,51 +293,19 @@ class Topology:
         >>> Topology(16, tp=2, pp=4).locate(13, "embedding")
         (1, 1)
         """
-        kind = self._kind(kind)
-        self._dense._check_rank(rank)
-        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
-            return _grid_locate(*self._grid_kind(kind), rank)
-        if kind in ("embedding", "position-embedding"):
-            self._check_embedding_member(rank, kind)
-            pipeline_index = self._dense.groups("pp").index_of_rank(rank)
-            return pipeline_index or 0, self._stages(kind).index(self.stage(rank))
-        instances = self.dist_opt_instances
-        if kind.startswith("hcp-"):
-            level = f"l{kind[4:]}"
-            levels = level_grid(self.hcp_sizes or ())
-            cp_index, position = _grid_locate(self._dense, ("cp",), rank)
-            inner = levels.groups(level).index_of_rank(position) or 0
-            return cp_index * len(levels.groups(level)) + inner, levels.index_in_group(
-                position, level
-            )
-        if kind == "intra-dp-cp":
-            group, position = _grid_locate(self._dense, ("dp", "cp"), rank)
-            width = self._dense.size("dp", "cp") // instances
-            return group * instances + position // width, position % width
-        group, position = _grid_locate(*self._grid_kind("edp"), rank)
-        width = self.edp // instances
-        if kind == "intra-edp":
-            return group * instances + position // width, position % width
-        if kind == "inter-edp":
-            return group * width + position % width, position // width
-        index = position // width
-        return index, self._derived_groups(kind).ranks(index).index(rank)
+        name, spec = self._spec(kind, rank)
+        return spec.locate(self, name, rank)
 
     def has_group(self, rank: int, kind: str) -> bool:
         """True if ``rank`` belongs to some group of ``kind`` (only embeddings can say no)."""
-        kind = self._kind(kind)
-        self._dense._check_rank(rank)
-        if kind == "embedding":
-            return self.stage(rank) in self.embedding_stages
-        if kind == "position-embedding":
-            return self.stage(rank) in self.position_embedding_stages
-        return True
+        name, spec = self._spec(kind, rank)
+        return spec.has_group(self, name, rank)
 
     # -- pipeline -----------------------------------------------------------------------------
 
     def stage(self, rank: int) -> int:
         """The rank's pipeline stage (its pp coordinate)."""
-        return self._dense.index_in_group(rank, "pp")
+        return self.dense.index_in_group(rank, "pp")
 
     def pipeline(self, rank: int) -> Pipeline:
         """The rank's pipeline: stage, neighbours (wrap-around), embedding membership."""
@@ -421,34 +360,46 @@ class Topology:
 
         Groups are lazy :class:`Ranks`, so this costs O(kinds * axes) at any world size.
         """
-        self._dense._check_rank(rank)
+        self.dense._check_rank(rank)
         groups: dict[str, Ranks | None] = {}
         for kind in self.kinds:
             groups[kind] = self._ranks_of(rank, kind) if self.has_group(rank, kind) else None
         return RankInfo(
             rank=rank,
-            dense=tuple(self._dense.coord(rank).items()),
-            expert=() if self._expert is None else tuple(self._expert.coord(rank).items()),
+            dense=tuple(self.dense.coord(rank).items()),
+            expert=() if self.expert is None else tuple(self.expert.coord(rank).items()),
             groups=tuple(groups.items()),
             pipeline=self.pipeline(rank),
         )
 
-    # -- derived kinds ------------------------------------------------------------------------
+    # -- helpers ------------------------------------------------------------------------------
 
-    def _grid_kind(self, kind: str) -> tuple[Grid, tuple[str, ...]]:
-        if kind in DENSE_KINDS:
-            return self._dense, DENSE_KINDS[kind]
-        if self._expert is None:
-            return self._dense, _DENSE_MEANING[kind]
-        return self._expert, EXPERT_KINDS[kind]
+    def _spec(self, kind: object, rank: object = None) -> tuple[str, KindSpec]:
+        """The canonical name and table row of ``kind``; with ``rank``, also check the rank."""
+        name = self._kind(kind)
+        if rank is not None:
+            self.dense._check_rank(rank)
+        return name, spec_of(name)
 
     def _kind(self, kind: object) -> str:
         if not isinstance(kind, str):
             raise TopologyError(f"kind must be a string like 'tp', got {show(kind)}")
         name = canonical_kind(kind)
-        if name not in self.kinds:
+        if name not in self._kinds:
             raise TopologyError(f"unknown kind {show(kind)}; valid kinds: {', '.join(self.kinds)}")
         return name
+
+    def _grid_kind(self, kind: str) -> tuple[Grid, tuple[str, ...]]:
+        """The grid and axes of a grid kind (kept for placement; prefer ``kind(name)``)."""
+        place = spec_of(canonical_kind(kind)).place(self)
+        if place is None:
+            raise TopologyError(f"kind {show(kind)} is no set of grid axes")
+        return place
+
+    def _ranks_of(self, rank: int, kind: str) -> Ranks:
+        """``group_of(rank, kind)`` as a lazy :class:`Ranks`, in O(number of axes)."""
+        name, spec = self._spec(kind, rank)
+        return spec.ranks_of(self, name, rank)
 
     def _vp(self, vp_stage: object) -> int:
         vpp = self.vpp or 1
@@ -457,78 +408,6 @@ class Topology:
                 f"vp_stage {show(vp_stage)} is out of range; valid: 0 to {vpp - 1} (vpp={vpp})"
             )
         return vp_stage
-
-    def _derived_groups(self, kind: str) -> DerivedGroups:
-        """The groups of a kind that is no plain set of axes, each built as a lazy Ranks."""
-        if kind in ("embedding", "position-embedding"):
-            stages = self._stages(kind)
-            pp_groups = self._dense.groups("pp")
-            return DerivedGroups(len(pp_groups), lambda i: pp_groups.ranks(i).take(stages))
-        if kind.startswith("hcp-"):
-            level = int(kind[4:])
-            cp_groups = self._dense.groups("cp")
-            levels = level_grid(self.hcp_sizes or ()).groups(f"l{level}")
-            per = len(levels)
-            return DerivedGroups(
-                len(cp_groups) * per,
-                lambda i: cp_groups.ranks(i // per).take(_positions(levels.ranks(i % per))),
-            )
-        instances = self.dist_opt_instances
-        if kind == "intra-dp-cp":
-            dp_cp = self._dense.groups("dp", "cp")
-            width = dp_cp.group_size // instances
-            return DerivedGroups(
-                len(dp_cp) * instances,
-                lambda i: dp_cp.ranks(i // instances).take(_chunk(i % instances, width)),
-            )
-        edp_groups = self.groups("edp")
-        width = self.edp // instances
-        if kind == "intra-edp":
-            return DerivedGroups(
-                len(edp_groups) * instances,
-                lambda i: edp_groups.ranks(i // instances).take(_chunk(i % instances, width)),
-            )
-        if kind == "inter-edp":
-            edp = self.edp
-            return DerivedGroups(
-                len(edp_groups) * width,
-                lambda i: edp_groups.ranks(i // width).take(range(i % width, edp, width)),
-            )
-        # intra-dist-opt: consecutive blocks of `width` etp-ep-pp groups, i.e. the ranks whose
-        # edp coordinate lies in one block.
-        model_groups = self.groups("etp-ep-pp")
-        assert isinstance(model_groups, OrthogonalGroups)  # a grid kind
-        return DerivedGroups(instances, lambda i: _union_block(model_groups, i, width))
-
-    def _derived_group_of(self, rank: int, kind: str) -> tuple[int, ...]:
-        return self._derived_groups(kind)[self.locate(rank, kind)[0]]
-
-    def _ranks_of(self, rank: int, kind: str) -> Ranks:
-        """``group_of(rank, kind)`` as a lazy :class:`Ranks`, in O(number of axes)."""
-        kind = self._kind(kind)
-        self._dense._check_rank(rank)
-        if kind in DENSE_KINDS or kind in EXPERT_KINDS:
-            grid, axes = self._grid_kind(kind)
-            found = grid.groups(*axes).ranks_of(rank)
-            assert found is not None  # the rank was checked above
-            return found
-        return self._derived_groups(kind).ranks(self.locate(rank, kind)[0])
-
-    def _check_embedding_member(self, rank: int, kind: str) -> tuple[int, ...]:
-        stages = self._stages(kind)
-        stage = self.stage(rank)
-        if stage not in stages:
-            where = ", ".join(map(str, stages))
-            raise TopologyError(
-                f"rank {rank} belongs to no {kind} group: it is pipeline stage {stage} of "
-                f"{self.pp} and {kind} lives on stages {where}"
-            )
-        return stages
-
-    def _stages(self, kind: str) -> tuple[int, ...]:
-        if kind == "embedding":
-            return self.embedding_stages
-        return self.position_embedding_stages
 
     # -- text ---------------------------------------------------------------------------------
 
@@ -568,42 +447,6 @@ class Topology:
             if value != default
         ]
         return f"Topology({', '.join(parts)})"
-
-
-def _grid_locate(grid: Grid, axes: tuple[str, ...], rank: int) -> tuple[int, int]:
-    index = grid.groups(*axes).index_of_rank(rank)
-    return index or 0, grid.index_in_group(rank, *axes)
-
-
-def _chunk(index: int, width: int) -> range:
-    return range(index * width, (index + 1) * width)
-
-
-def _positions(group: Ranks) -> Positions:
-    """A group of positions as a range when it is one run, else as a tuple."""
-    whole = group.runs
-    if whole is not None and len(whole[1]) <= 1:
-        first, runs = whole
-        size, stride = runs[0] if runs else (1, 1)
-        return range(first, first + size * stride, stride)
-    return tuple(group)
-
-
-def _union_block(model_groups: OrthogonalGroups, index: int, width: int) -> Sequence[int]:
-    """The union of model groups ``index * width .. (index + 1) * width - 1``, ascending.
-
-    When the block of group indices is one aligned piece of the groups' outer runs, the union
-    is those runs plus the groups' own runs (both are digits of one grid); otherwise (an
-    uneven block of a dense-only layout) it is enumerated.
-    """
-    offset, inner, outer = model_groups.structure
-    pieces = Ranks(0, outer).take(_chunk(index, width)).blocks()
-    if pieces is not None and len(pieces) == 1:
-        first, block = pieces[0]
-        runs = sorted((*inner, *block), key=lambda run: run[1])
-        return Ranks(offset + first, compress([s for s, _ in runs], [d for _, d in runs]))
-    members = range(index * width, (index + 1) * width)
-    return tuple(sorted(r for g in members for r in model_groups[g]))
 
 
 def _short(values: tuple[int, ...]) -> str:

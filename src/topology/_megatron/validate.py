@@ -6,7 +6,7 @@ and then builds wrong groups for; each raises ``TopologyError`` with the arithme
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import attrs
 
 from .._args import (
     MAX_WORLD_SIZE,
@@ -19,7 +19,7 @@ from .._args import (
 from .._errors import TopologyError
 from .._layout.grid import Grid
 
-__all__ = ["MAX_WORLD_SIZE", "ORDER_TOKENS", "validate_topology"]
+__all__ = ["MAX_WORLD_SIZE", "ORDER_TOKENS", "Resolved", "validate_topology"]
 
 ORDER_TOKENS = ("tp", "cp", "ep", "dp", "pp")
 
@@ -27,55 +27,64 @@ ORDER_TOKENS = ("tp", "cp", "ep", "dp", "pp")
 _APPEND_ORDER = ("tp", "pp", "dp", "ep", "cp")
 
 
-class _Fields(Protocol):
-    """The constructor arguments of a Topology, as given."""
+@attrs.frozen
+class Resolved:
+    """The values a Topology derives from its given fields, and its two grids.
 
-    @property
-    def world_size(self) -> int: ...
-    @property
-    def tp(self) -> int: ...
-    @property
-    def pp(self) -> int: ...
-    @property
-    def cp(self) -> int: ...
-    @property
-    def ep(self) -> int: ...
-    @property
-    def etp(self) -> int | None: ...
-    @property
-    def dp(self) -> int | None: ...
-    @property
-    def vpp(self) -> int | None: ...
-    @property
-    def order(self) -> str: ...
-    @property
-    def rank_offset(self) -> int: ...
-    @property
-    def dist_opt_instances(self) -> int: ...
-    @property
-    def hcp_sizes(self) -> tuple[int, ...] | None: ...
-    @property
-    def embedding_stages(self) -> tuple[int, ...]: ...
-    @property
-    def position_embedding_stages(self) -> tuple[int, ...]: ...
+    Equality covers the derived values (a Topology compares on them), not the grids, which
+    follow from the fields.
+    """
+
+    etp: int
+    dp: int
+    order: str
+    embedding_stages: tuple[int, ...]
+    position_embedding_stages: tuple[int, ...]
+    dense: Grid = attrs.field(eq=False)
+    expert: Grid | None = attrs.field(eq=False)
 
 
-def validate_topology(fields: _Fields) -> dict[str, Any]:
-    """Check every field and return the normalised values plus the two grids."""
-    world = fields.world_size
+def validate_topology(
+    *,
+    world_size: int,
+    tp: int,
+    pp: int,
+    cp: int,
+    ep: int,
+    etp: int | None,
+    dp: int | None,
+    vpp: int | None,
+    order: str,
+    rank_offset: int,
+    dist_opt_instances: int,
+    hcp_sizes: tuple[int, ...] | None,
+    embedding_stages: tuple[int, ...],
+    position_embedding_stages: tuple[int, ...],
+) -> Resolved:
+    """Check the fields as given and return the values derived from them.
+
+    >>> validate_topology(
+    ...     world_size=8, tp=2, pp=1, cp=1, ep=1, etp=None, dp=None, vpp=None, order="tp-dp",
+    ...     rank_offset=0, dist_opt_instances=1, hcp_sizes=None, embedding_stages=(0, -1),
+    ...     position_embedding_stages=(0,),
+    ... ).order
+    'tp-dp-pp-ep-cp'
+    """
+    world = world_size
     if type(world) is int and world > MAX_WORLD_SIZE:
         raise TopologyError(
             f"world_size {show(world)} is larger than {MAX_WORLD_SIZE} (2**40), the most ranks "
             "rank-topology lays out; use a smaller world"
         )
     world = check_size("world_size", world)
-    tp = check_size("tp", fields.tp)
-    pp = check_size("pp", fields.pp)
-    cp = check_size("cp", fields.cp)
-    ep = check_size("ep", fields.ep)
-    etp = tp if fields.etp is None else check_size("etp", fields.etp)
-    instances = check_size("dist_opt_instances", fields.dist_opt_instances)
-    offset = check_rank_offset(fields.rank_offset)
+    tp = check_size("tp", tp)
+    pp = check_size("pp", pp)
+    cp = check_size("cp", cp)
+    ep = check_size("ep", ep)
+    given_dp = dp
+    etp = tp if etp is None else check_size("etp", etp)
+    instances = check_size("dist_opt_instances", dist_opt_instances)
+    offset = check_rank_offset(rank_offset)
 
     model = tp * cp * pp
     if world % model:
@@ -84,9 +93,9 @@ def validate_topology(fields: _Fields) -> dict[str, Any]:
             f"valid world sizes are multiples of {model}"
         )
     dp = world // model
-    if fields.dp is not None and check_size("dp", fields.dp) != dp:
+    if given_dp is not None and check_size("dp", given_dp) != dp:
         raise TopologyError(
-            f"dp({fields.dp}) does not match world_size {world} / (tp({tp}) * cp({cp}) * "
+            f"dp({given_dp}) does not match world_size {world} / (tp({tp}) * cp({cp}) * "
             f"pp({pp})) = {dp}; leave dp out or pass dp={dp}"
         )
     expert_model = etp * ep * pp
@@ -98,7 +107,6 @@ def validate_topology(fields: _Fields) -> dict[str, Any]:
         )
     edp = world // expert_model
 
-    vpp = fields.vpp
     if vpp is not None:
         check_size("vpp", vpp)
         if pp == 1:
@@ -107,7 +115,7 @@ def validate_topology(fields: _Fields) -> dict[str, Any]:
                 "drop vpp or use pp > 1"
             )
 
-    hcp = fields.hcp_sizes
+    hcp = hcp_sizes
     if hcp is not None:
         if not isinstance(hcp, tuple) or not hcp:
             raise TopologyError(f"hcp_sizes must be a non-empty list of ints, got {show(hcp)}")
@@ -129,7 +137,7 @@ def validate_topology(fields: _Fields) -> dict[str, Any]:
 
     sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp}
     expert_sizes = {"tp": etp, "ep": ep, "dp": edp, "pp": pp, "cp": 1}
-    tokens = _order_tokens(fields.order, sizes, expert_sizes)
+    tokens = _order_tokens(order, sizes, expert_sizes)
     order = "-".join(tokens)
     dense = Grid.from_order(
         "-".join(t for t in tokens if t != "ep"),
@@ -141,17 +149,17 @@ def validate_topology(fields: _Fields) -> dict[str, Any]:
     agree = _pipelines_agree(order, tokens, sizes, expert_sizes, dense, expert_grid, moe)
     expert = expert_grid if agree else None
 
-    return {
-        "etp": etp,
-        "dp": dp,
-        "order": order,
-        "embedding_stages": _stages("embedding_stages", fields.embedding_stages, pp),
-        "position_embedding_stages": _stages(
-            "position_embedding_stages", fields.position_embedding_stages, pp
+    return Resolved(
+        etp=etp,
+        dp=dp,
+        order=order,
+        embedding_stages=_stages("embedding_stages", embedding_stages, pp),
+        position_embedding_stages=_stages(
+            "position_embedding_stages", position_embedding_stages, pp
         ),
-        "_dense": dense,
-        "_expert": expert,
-    }
+        dense=dense,
+        expert=expert,
+    )
 
 
 def _order_tokens(order: object, sizes: dict[str, int], expert_sizes: dict[str, int]) -> list[str]:

@@ -14,11 +14,11 @@ __all__ = ["Cluster"]
 
 
 def _optional_size(name: str) -> Callable[[Any, Any, Any], None]:
-    def check(_: Any, __: Any, value: Any) -> None:
+    def validator(_: Any, __: Any, value: Any) -> None:
         if value is not None:
             check_size(name, value)
 
-    return check
+    return validator
 
 
 @attrs.frozen

@@ -5,6 +5,11 @@ Two kinds share a communicator when they give every rank the same rank set (with
 canonical form of that set (:attr:`Shape.key`) decides it for all ranks at once. A singleton
 group never needs a communicator.
 
+The torch adapter creates exactly these communicators (``topology_torch._creation_plan``: one
+split per kind reuses the ``shared`` twin, strategy ``"all"`` makes ``all``, strategy ``"local"``
+makes ``rank_communicators`` on each rank); ``tests/torch/test_communicator_sharing.py`` ties
+the two.
+
 A kind without such a form (an ``intra-dp-cp`` chunk that cuts an axis unevenly) is compared
 group by group, but only for the groups that cut one parent group (the others are translates);
 rank sets of more than ``_COMPARE_LIMIT`` ranks are compared by their aligned pieces

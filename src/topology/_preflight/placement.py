@@ -1,275 +1,47 @@
-"""Where the groups of each kind land on nodes, computed from their structure (private).
+"""Where the groups of each kind land on nodes: one :class:`Placement` row per kind (private).
 
-Every kind's groups are translates of one offset set ``X`` (a group is ``base + X``) whose bases
-are ``offset + sum(c_j * e_j)`` over the kind's *outer* runs. ``X`` is a sum of runs
-``(size, stride)`` sorted by stride, each stride larger than the span of the runs below it (the
-digits of a mixed-radix rank). Node ``n(r) = r // u`` for a unit ``u`` (GPUs per node, or per
-NVLink domain), so the number of units one group spans depends only on ``base mod u``.
-
-Algorithm (no group is ever enumerated beyond a few thousand ranks):
-
-1. Residues: the set of ``base mod u`` over all groups is built run by run; run ``(s, e)`` adds
-   ``c * e mod u`` for ``c < min(s, u / gcd(e, u))`` (the multiples cycle after that), so the set
-   never exceeds ``u`` entries and each residue keeps one witness base. Past
-   ``_RESIDUE_BUDGET`` residues (only for huge ``u``) the witnesses found so far are measured
-   and the row says ``exact=False``.
-2. Units of ``base + X`` for one residue, the first rule that applies:
-
-   - the runs with stride ``< u`` form the low part ``L``; consecutive points of ``L`` are less
-     than ``u`` apart, so ``base + L`` covers the contiguous units ``n(base) .. n(base + max L)``,
-     ``w`` of them. When each remaining run has a stride that is a multiple of ``u``, it copies
-     the covered units ``s`` times, ``e / u`` units apart: with ``t`` the extent of the cover so
-     far, copies are disjoint when ``t <= e / u`` (count multiplies by ``s``) and merge into one
-     contiguous block when the cover is contiguous (extent ``(s - 1) * e / u + t``);
-   - when no two consecutive points of ``X`` are more than ``u`` apart, no unit between the
-     first and the last is empty: ``n(base + max X) - n(base) + 1``;
-   - a group of at most ``_POINTS_LIMIT`` ranks is counted point by point;
-   - otherwise by recursion on the outermost run: the ``s`` copies of the lower runs' set each
-     cover ``f(residue of the copy)`` units, minus one wherever a copy's last unit is the next
-     copy's first; the copies' residues cycle with period ``u / gcd(e, u)``, so each level sums
-     one period (memoised per residue, within ``_RECURSION_BUDGET`` steps, else an upper bound
-     and ``exact=False``).
-
-A kind whose groups are not translates of one product of runs (an ``intra-dp-cp`` chunk that cuts
-an axis unevenly) is measured group by group, each cut into at most two aligned pieces per run
-(consecutive pieces share at most one unit): on every group when the world is small and on the
-first, middle and last groups otherwise (``exact`` says which).
+Every kind's groups are translates ``base + X`` of one offset set (a :class:`Shape`, built here
+from the kind's grid axes by :func:`shape_of`); how many nodes or NVLink domains a translate
+touches is layout algebra (:mod:`topology._layout.spans`), computed in time independent of the
+world size. A kind whose groups are no such family (an ``intra-dp-cp`` chunk that cuts an axis
+unevenly) is measured group by group: on every group when the world is small and on the first,
+middle and last groups otherwise (``exact`` says which).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import pairwise
-from math import gcd
 
 import attrs
 
+from .._errors import TopologyError
 from .._fields import flag, text, whole
-from .._layout.groups import Ranks, Runs, compress
 from .._layout.hierarchy import level_grid
-from .._megatron.kinds import DENSE_KINDS, EXPERT_KINDS
+from .._layout.ranks import Ranks
+from .._layout.runs import normal, split
+from .._layout.spans import Shape, ranks_units
 from .._megatron.topology import Topology
 from .cluster import Cluster
 
-__all__ = ["Placement", "Shape", "placement", "placements", "shape_of", "units_spanned"]
+__all__ = ["Placement", "crosses_domains", "placement", "placements", "shape_of"]
 
 _ENUMERATE_LIMIT = 1 << 16
 """Irregular kinds are measured on every group up to this many ranks, else on samples."""
 
-_RESIDUE_BUDGET = 512
-"""At most this many distinct ``base mod u`` are measured per kind and unit."""
-
-_POINTS_LIMIT = 4096
-"""A group of at most this many ranks may be counted point by point."""
-
-_RECURSION_BUDGET = 1 << 14
-"""Steps the residue recursion may take for one group before it settles for a bound."""
+Digits = list[tuple[int, int]]
+"""One ``(size, stride)`` per grid axis, sorted by stride (size-1 axes kept)."""
 
 
-def _span(runs: Runs) -> int:
-    count = 1
-    for size, _ in runs:
-        count *= size
-    return count
-
-
-def _top(runs: Runs) -> int:
-    """The largest point of ``runs`` (the smallest is 0)."""
-    return sum((size - 1) * stride for size, stride in runs)
-
-
-def _closed_form(base: int, runs: Runs, unit: int) -> int | None:
-    """Units of ``base + X`` when every run at or above ``unit`` strides in whole units."""
-    low = 0
-    index = 0
-    while index < len(runs) and runs[index][1] < unit:
-        low += (runs[index][0] - 1) * runs[index][1]
-        index += 1
-    width = (base + low) // unit - base // unit + 1
-    count = extent = width
-    contiguous = True
-    for size, stride in runs[index:]:
-        if stride % unit:
-            return None
-        step = stride // unit
-        if extent <= step:
-            contiguous = contiguous and extent == step
-            count *= size
-        elif contiguous:
-            count = (size - 1) * step + extent
-        else:
-            return None
-        extent = (size - 1) * step + extent
-    return count
-
-
-def _max_gap(runs: Runs) -> int:
-    """The largest distance between consecutive points of ``runs``."""
-    gap = 1
-    below = 0
-    for size, stride in runs:
-        if size > 1:
-            gap = max(gap, stride - below)
-        below += (size - 1) * stride
-    return gap
-
-
-class _TooHard(Exception):
-    """The recursion ran out of budget."""
-
-
-def _recursive(residue: int, runs: Runs, unit: int) -> int:
-    """Units of ``residue + X`` by recursion on the outermost run (see the module doc)."""
-    tops = [0]
-    for size, stride in runs:
-        tops.append(tops[-1] + (size - 1) * stride)
-    memo: dict[tuple[int, int], int] = {}
-    steps = [_RECURSION_BUDGET]
-
-    def count(level: int, start: int) -> int:
-        if level == 0:
-            return 1
-        key = (level, start)
-        if key in memo:
-            return memo[key]
-        size, stride = runs[level - 1]
-        low = tops[level - 1]
-        move = stride % unit
-        period = unit // gcd(move, unit) if move else 1
-
-        def step(c: int) -> int:
-            # copy c's units, less one if its first unit is copy c - 1's last
-            previous = (start + (c - 1) * stride) % unit
-            shared = (previous + low) // unit == (previous + stride) // unit
-            return count(level - 1, (start + c * stride) % unit) - shared
-
-        copies = size - 1
-        cycle = min(copies, period)
-        steps[0] -= cycle + 1
-        if steps[0] < 0:
-            raise _TooHard
-        terms = [step(c) for c in range(1, cycle + 1)]
-        total = count(level - 1, start) + sum(terms) * (copies // cycle if cycle else 0)
-        total += sum(terms[: copies % cycle]) if cycle else 0
-        memo[key] = total
-        return total
-
-    return count(len(runs), residue % unit)
-
-
-def units_spanned(base: int, runs: Runs, unit: int) -> tuple[int, bool]:
-    """``(units, exact)``: how many units (``r // unit``) the group ``base + X`` touches.
-
-    ``X`` is the mixed-radix point set of ``runs``; ``exact`` is False only when the count is
-    an upper bound (see the module doc).
-
-    >>> units_spanned(6, ((2, 1), (4, 4)), 3)  # ranks 6, 7, 10, 11, ..., 19
-    (5, True)
-    >>> units_spanned(0, ((2, 1), (1 << 20, 10)), 8)  # by recursion, nothing enumerated
-    (1048576, True)
-    """
-    if not runs:
-        return 1, True
-    closed = _closed_form(base, runs, unit)
-    if closed is not None:
-        return closed, True
-    top = _top(runs)
-    if _max_gap(runs) <= unit:
-        return (base + top) // unit - base // unit + 1, True
-    if _span(runs) <= _POINTS_LIMIT:
-        return len({r // unit for r in Ranks(base, runs)}), True
-    try:
-        return _recursive(base, runs, unit), True
-    except _TooHard:
-        return min(_span(runs), (base % unit + top) // unit + 1), False
-
-
-def _pieces_units(pieces: list[tuple[int, Runs]], unit: int) -> tuple[int, bool]:
-    """Units of an ascending union of pieces; consecutive pieces share at most one unit."""
-    total = 0
-    exact = True
-    last_unit = None
-    for first, runs in pieces:
-        count, sure = units_spanned(first, runs, unit)
-        total += count - (first // unit == last_unit)
-        exact = exact and sure
-        last_unit = (first + _top(runs)) // unit
-    return total, exact
-
-
-@attrs.frozen
-class Shape:
-    """The groups of one kind as translates ``base + X`` (private algebra, see module doc).
-
-    ``inner`` are the runs of ``X`` (sorted by stride), or None when ``X`` is not a product of
-    runs and ``explicit`` lists its offsets; ``outer`` are the runs that number the groups.
-    """
-
-    inner: Runs | None
-    explicit: tuple[int, ...]
-    outer: Runs
-    offset: int
-
-    @property
-    def key(self) -> tuple[object, ...]:
-        """Equal keys mean the same family of groups (first base, canonical ``X``, outer runs).
-
-        ``X`` alone is not enough: embedding groups on stages (0, 1) and on stages (2, 3) share
-        ``X`` but cover different ranks.
-        """
-        inner = ("runs", self.inner) if self.inner is not None else ("offsets", self.explicit)
-        return (self.offset, inner, self.outer)
-
-    def group(self, base: int) -> Ranks:
-        """The group ``base + X``, lazily."""
-        if self.inner is not None:
-            return Ranks(base, self.inner)
-        explicit = self.explicit
-        return Ranks(base, ((explicit[-1] + 1, 1),), explicit)
-
-    def residues(self, unit: int, limit: int = _RESIDUE_BUDGET) -> tuple[dict[int, int], bool]:
-        """``({base mod unit: one base with that residue}, complete)`` over all groups.
-
-        ``complete`` is False when more than ``limit`` residues exist; then ``limit`` of them
-        are returned.
-        """
-        found = {self.offset % unit: self.offset}
-        complete = True
-        for size, stride in self.outer:
-            step = stride % unit
-            period = unit // gcd(step, unit) if step else 1
-            grown: dict[int, int] = {}
-            for residue, witness in found.items():
-                for c in range(min(size, period)):
-                    if len(grown) >= limit:
-                        complete = False
-                        break
-                    grown.setdefault((residue + c * step) % unit, witness + c * stride)
-            found = grown
-        return found, complete
-
-    def units_spanned(self, base: int, unit: int) -> tuple[int, bool]:
-        """``(units, exact)``: how many units (``r // unit``) the group ``base + X`` touches."""
-        if self.inner is None:
-            return len({(base + x) // unit for x in self.explicit}), True
-        return units_spanned(base, self.inner, unit)
-
-    def extremes(self, unit: int) -> tuple[int, int, int, bool]:
-        """``(most units, a base that spans them, fewest units, exact)`` over all groups."""
-        residues, exact = self.residues(unit)
-        spans: dict[int, int] = {}
-        for residue, base in residues.items():
-            spans[residue], sure = self.units_spanned(base, unit)
-            exact = exact and sure
-        worst = max(spans, key=spans.__getitem__)
-        return spans[worst], residues[worst], min(spans.values()), exact
-
-
-def _digits(topo: Topology, kind: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    grid, axes = topo._grid_kind(kind)
-    chosen = {a for name in axes for a in name.split("-")}
-    inner: list[tuple[int, int]] = []
-    outer: list[tuple[int, int]] = []
+def _digits(topo: Topology, name: str) -> tuple[Digits, Digits]:
+    """``(digits of the kind's axes, digits of the other axes)`` on the kind's grid."""
+    kind = topo.kind(name)
+    grid = kind.grid
+    if grid is None:
+        raise TopologyError(f"kind {name!r} varies along no grid axes; it has no digits")
+    chosen = set(kind.axes)
+    inner: Digits = []
+    outer: Digits = []
     for axis, size, stride in zip(grid.axes, grid.shape, grid.strides, strict=True):
         (inner if axis in chosen else outer).append((size, stride))
     return sorted(inner, key=_stride), sorted(outer, key=_stride)
@@ -279,75 +51,53 @@ def _stride(run: tuple[int, int]) -> int:
     return run[1]
 
 
-def _normal(runs: Iterable[tuple[int, int]]) -> Runs:
-    ordered = sorted(runs, key=_stride)
-    return compress([s for s, _ in ordered], [d for _, d in ordered])
-
-
-def _split(digits: list[tuple[int, int]], width: int) -> tuple[list[tuple[int, int]], ...] | None:
-    """Cut mixed-radix digits at position ``width``: (low digits, high digits), or None."""
-    low: list[tuple[int, int]] = []
-    high: list[tuple[int, int]] = []
-    need = width
-    for size, stride in digits:
-        if need == 1:
-            high.append((size, stride))
-        elif need % size == 0:
-            low.append((size, stride))
-            need //= size
-        elif size % need == 0:
-            low.append((need, stride))
-            high.append((size // need, stride * need))
-            need = 1
-        else:
-            return None
-    return low, high
-
-
 def _regular(
-    inner: Iterable[tuple[int, int]], outer: Iterable[tuple[int, int]], offset: int
+    inner: Sequence[tuple[int, int]], outer: Sequence[tuple[int, int]], offset: int
 ) -> Shape:
-    return Shape(_normal(inner), (), _normal(outer), offset)
+    return Shape(normal(inner), (), normal(outer), offset)
 
 
 def shape_of(topo: Topology, kind: str) -> Shape | None:
-    """The translate structure of ``kind``'s groups, or None when it is irregular."""
+    """The translate structure of ``kind``'s groups, or None when it is irregular.
+
+    >>> shape_of(Topology(16, tp=2, pp=4), "dp")
+    Shape(inner=((2, 2),), explicit=(), outer=((2, 1), (4, 4)), offset=0)
+    """
+    found = topo.kind(kind)
     offset = topo.rank_offset
-    if kind in DENSE_KINDS or kind in EXPERT_KINDS:
-        return _regular(*_digits(topo, kind), offset)
-    if kind in ("embedding", "position-embedding"):
+    name = found.name
+    if found.grid is not None:
+        return _regular(*_digits(topo, name), offset)
+    if name in ("embedding", "position-embedding"):
         (pp_digit,), rest = _digits(topo, "pp")
-        stages = topo.embedding_stages if kind == "embedding" else topo.position_embedding_stages
+        stages = topo.embedding_stages if name == "embedding" else topo.position_embedding_stages
         points = tuple(s * pp_digit[1] for s in stages)
         steps = {b - a for a, b in pairwise(points)}
         if len(points) == 1 or len(steps) == 1:
             step = points[1] - points[0] if len(points) > 1 else 1
-            return Shape(_normal([(len(points), step)]), (), _normal(rest), offset + points[0])
-        return Shape(None, tuple(p - points[0] for p in points), _normal(rest), offset + points[0])
-    if kind.startswith("hcp-"):
-        level = int(kind[4:])
-        sizes = topo.hcp_sizes or ()
+            return Shape(normal([(len(points), step)]), (), normal(rest), offset + points[0])
+        return Shape(None, tuple(p - points[0] for p in points), normal(rest), offset + points[0])
+    if name.startswith("hcp-"):
+        level = int(name[4:])
         (cp_digit,), rest = _digits(topo, "cp")
-        grid = level_grid(sizes)
+        grid = level_grid(topo.hcp_sizes or ())
         stride = cp_digit[1]
-        inner: list[tuple[int, int]] = []
+        inner: Digits = []
         outer = list(rest)
         for axis, size, step in zip(grid.axes, grid.shape, grid.strides, strict=True):
             (inner if axis == f"l{level}" else outer).append((size, step * stride))
         return _regular(inner, outer, offset)
-    instances = topo.dist_opt_instances
-    base_kind = "dp-cp" if kind == "intra-dp-cp" else "edp"
-    inner, outer = _digits(topo, base_kind)
-    width = topo.size(base_kind) // instances
-    cut = _split(list(_normal(inner)), width)
+    base_kind = "dp-cp" if name == "intra-dp-cp" else "edp"
+    digits, others = _digits(topo, base_kind)
+    cut = split(normal(digits), topo.size(base_kind) // topo.dist_opt_instances)
     if cut is None:
         return None
     low, high = cut
-    if kind in ("intra-dp-cp", "intra-edp"):
-        return _regular(low, high + outer, offset)
-    if kind == "inter-edp":
-        return _regular(high, low + outer, offset)
-    return _regular(low + outer, high, offset)  # intra-dist-opt: one block of edp positions
+    if name in ("intra-dp-cp", "intra-edp"):
+        return _regular(low, (*high, *others), offset)
+    if name == "inter-edp":
+        return _regular(high, (*low, *others), offset)
+    return _regular((*low, *others), high, offset)  # intra-dist-opt: one block of edp positions
 
 
 def _as_ranks(ranks: Sequence[int]) -> Ranks:
@@ -362,8 +112,8 @@ class Placement:
     the fewest; ``best_nodes`` is the fewest any placement could achieve (``ceil(size / G)``).
     ``example`` is a group that spans ``nodes`` nodes, as a lazy :class:`Ranks` (it equals the
     tuple of its ranks). ``exact`` is False only when a large world was measured on sample
-    groups (an irregular kind, or more than ``_RESIDUE_BUDGET`` distinct offsets of the groups
-    against a huge node).
+    groups (an irregular kind, or more than ``RESIDUE_BUDGET`` distinct offsets of the groups
+    against a huge node, see :mod:`topology._layout.spans`).
 
     >>> from topology import Cluster, Topology
     >>> row = placement(Topology(32, tp=8, order="dp-tp"), Cluster(8), "tp")
@@ -432,13 +182,6 @@ def placement(topo: Topology, cluster: Cluster, kind: str) -> Placement:
     )
 
 
-def _ranks_units(group: Ranks, unit: int) -> tuple[int, bool]:
-    pieces = group.blocks()
-    if pieces is None:  # a strided chunk of several runs: never built by Topology
-        return len(group), False
-    return _pieces_units(pieces, unit)
-
-
 def _sampled(topo: Topology, kind: str, node: int, domain: int) -> Placement:
     groups = topo.groups(kind)
     count = len(groups)
@@ -447,8 +190,8 @@ def _sampled(topo: Topology, kind: str, node: int, domain: int) -> Placement:
     measured = []
     for index in indices:
         group = groups.ranks(index)
-        nodes, sure_nodes = _ranks_units(group, node)
-        domains, sure_domains = _ranks_units(group, domain)
+        nodes, sure_nodes = ranks_units(group, node)
+        domains, sure_domains = ranks_units(group, domain)
         exact = exact and sure_nodes and sure_domains
         measured.append((nodes, domains, group))
     worst = max(measured, key=lambda m: m[0])
@@ -469,3 +212,21 @@ def _sampled(topo: Topology, kind: str, node: int, domain: int) -> Placement:
 def placements(topo: Topology, cluster: Cluster) -> tuple[Placement, ...]:
     """One :class:`Placement` per kind, in ``topo.kinds`` order."""
     return tuple(placement(topo, cluster, kind) for kind in topo.kinds)
+
+
+def crosses_domains(topo: Topology, cluster: Cluster, kind: str) -> bool:
+    """True if some group of ``kind`` holds ranks of two NVLink domains (nodes by default).
+
+    The question ``placement(topo, cluster, kind).domains > 1`` answers, answered exactly even
+    where that row is sampled (every offset of the groups against the domain is measured, by
+    :meth:`Shape.leaves`); an irregular kind falls back to its placement row.
+
+    >>> crosses_domains(Topology(16, tp=2), Cluster(8), "tp")
+    False
+    >>> crosses_domains(Topology(16, tp=2), Cluster(8), "dp")
+    True
+    """
+    shape = shape_of(topo, kind)
+    if shape is None:
+        return placement(topo, cluster, kind).domains > 1
+    return shape.leaves(cluster.domain_size)

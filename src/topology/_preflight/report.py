@@ -1,4 +1,4 @@
-"""Report and Finding: the result of a pre-launch check (private).
+"""Report: everything the pre-launch check found, as data and as text (private).
 
 >>> from topology import Cluster, Topology, check
 >>> report = check(Topology(16, tp=16), Cluster(gpus_per_node=8))
@@ -8,95 +8,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from .._args import show
-from .._errors import TopologyError
-from .._fields import instance, text, tuple_of
-from .._layout.groups import Ranks
+from .._fields import instance, tuple_of
 from .._megatron.topology import Topology
 from .cluster import Cluster
-from .communicators import Communicators, communicators
-from .placement import Placement, placements
+from .communicators import Communicators
+from .findings import Finding
+from .placement import Placement
 
-__all__ = ["SEVERITIES", "Finding", "Report", "check"]
+__all__ = ["Report"]
 
-SEVERITIES = ("error", "warning", "info")
-"""Finding severities, most severe first; an ``error`` makes ``Report.ok`` False."""
+_MARK = {"error": "ERROR", "warning": "warn ", "info": "info "}
+"""The five-character mark that starts a finding's line in the text report."""
 
+_STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[33m", "info": "\x1b[2m"}
+"""ANSI styles of the marks when the text is coloured (bold red, yellow, dim)."""
 
-def _severity(_: object, __: object, value: str) -> None:
-    if value not in SEVERITIES:
-        raise TopologyError(f"severity must be one of {', '.join(SEVERITIES)}, got {show(value)}")
-
-
-_REPR_MESSAGE = 600
-"""A Finding's repr shows at most this many characters of its message."""
-
-
-def _ranks(value: Any) -> Sequence[int]:
-    if isinstance(value, (Ranks, range)):
-        return Ranks.of(value)
-    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
-        raise TopologyError(f"Finding.example must be a sequence of ranks, got {show(value)}")
-    if any(type(r) is not int for r in value):
-        raise TopologyError(f"Finding.example must hold int ranks, got {show(value)}")
-    return tuple(value)
-
-
-@attrs.frozen(repr=False)
-class Finding:
-    """One thing a launch would regret: a severity, a stable code, a message and an example.
-
-    ``code`` never changes between releases (scripts may match on it); ``example`` is one
-    group that shows the problem (empty when the finding is about the whole layout): a tuple,
-    or a lazy :class:`Ranks` (equal to the tuple of its ranks) for groups found by ``check``.
-
-    >>> Finding("warning", "partial-node", "world_size 12 is not a multiple of 8", (8, 9)).ok
-    True
-    """
-
-    severity: str = attrs.field(validator=_severity)
-    code: str = attrs.field(validator=text)
-    message: str = attrs.field(validator=text)
-    example: Sequence[int] = attrs.field(default=(), converter=_ranks)
-
-    @property
-    def ok(self) -> bool:
-        """True unless the severity is ``error``."""
-        return self.severity != "error"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe: ``severity``, ``code``, ``message``, ``example`` (first 64 ranks) and
-        ``example_size``."""
-        return {
-            "severity": self.severity,
-            "code": self.code,
-            "message": self.message,
-            "example": list(self.example[:64]),
-            "example_size": len(self.example),
-        }
-
-    def __repr__(self) -> str:
-        message = self.message
-        if len(message) > _REPR_MESSAGE:
-            message = message[: _REPR_MESSAGE - 1] + "…"
-        example = self.example
-        if isinstance(example, Ranks) or len(example) <= 16:
-            shown = repr(example)
-        else:
-            shown = f"<{len(example)} ranks: {', '.join(map(str, example[:4]))}, …, {example[-1]}>"
-        return f"Finding({self.severity!r}, {self.code[:80]!r}, {message!r}, {shown})"
+_EXAMPLE_RANKS = 8
+"""The text report shows at most this many ranks of a finding's example group."""
 
 
 @attrs.frozen(repr=False)
 class Report:
     """Everything :func:`check` found: findings, a placement row per kind, communicator counts.
 
-    >>> from topology import Cluster, Topology
+    >>> from topology import Cluster, Topology, check
     >>> report = check(Topology(64, tp=8, pp=2), Cluster(gpus_per_node=8, nodes=8))
     >>> report.ok, report.placement("tp").intra_node, report.placement("dp").nodes
     (True, True, 4)
@@ -156,43 +95,62 @@ class Report:
             "communicators": self.communicators.to_dict(),
         }
 
+    def render(self, *, color: bool = False) -> str:
+        """The text report ``topology check`` prints, ending in a newline.
 
-def check(topology: Topology, cluster: Cluster, *, max_communicators: int = 32) -> Report:
-    """Check ``topology`` against ``cluster`` before launch.
+        A header (layout and cluster), one line per finding in report order (most severe
+        first) with an example group of up to 8 ranks under each error and warning, the
+        placement table (per kind: group size, groups, most nodes one group spans, fewest any
+        layout could use, whether every group stays in a node) and the verdict: ``check ok``
+        or ``check FAILED (N error(s))``.
 
-    Args:
-        topology: the layout.
-        cluster: the machine (GPUs per node, optionally nodes and NVLink domain size).
-        max_communicators: warn when one rank would join more distinct communicators than this
-            (each NCCL communicator holds its own buffers in GPU memory).
+        Args:
+            color: wrap each finding's mark in ANSI colours (for a terminal).
 
-    Returns:
-        A :class:`Report`; ``report.ok`` is False when any finding is at error level.
+        >>> from topology import Cluster, Topology, check
+        >>> lines = check(Topology(16, tp=16), Cluster(gpus_per_node=8)).render().splitlines()
+        >>> lines[0]
+        'tp16·cp1·ep1·dp1·pp1 (tp fastest) on 8 GPUs/node (open node count)'
+        >>> lines[2].split(":")[0], lines[3]
+        ('ERROR tp-larger-than-node', '      e.g. group [0, 1, 2, 3, 4, 5, 6, 7, …]')
+        >>> lines[-1]
+        'check FAILED (1 error(s))'
+        """
+        lines = [self._header(), ""]
+        for finding in self.findings:
+            lines += _finding_lines(finding, color)
+        lines += ["", *self._table(), "", self._verdict()]
+        return "\n".join(lines) + "\n"
 
-    Raises:
-        TopologyError: if the arguments are not a Topology and a Cluster.
+    def _header(self) -> str:
+        cluster = self.cluster
+        nodes = f"{cluster.nodes} nodes" if cluster.nodes else "open node count"
+        domain = f", NVLink domain {cluster.nvlink_domain}" if cluster.nvlink_domain else ""
+        return f"{self.topology} on {cluster.gpus_per_node} GPUs/node ({nodes}{domain})"
 
-    >>> from topology import Cluster, Topology
-    >>> bad = check(Topology(32, tp=8, order="dp-tp"), Cluster(8, nodes=4))
-    >>> [f.code for f in bad.findings if f.severity == "error"]
-    ['tp-crosses-nodes']
-    """
-    from .rules import run_rules
+    def _table(self) -> list[str]:
+        lines = [f"{'kind':<20} {'size':>7} {'groups':>8} {'nodes':>6} {'best':>5} in-node"]
+        for row in self.placements:
+            lines.append(
+                f"{row.kind:<20} {row.size:>7} {row.groups:>8} {row.nodes:>6} "
+                f"{row.best_nodes:>5} {'yes' if row.intra_node else 'no'}"
+                f"{'' if row.exact else ' (sampled)'}"
+            )
+        return lines
 
-    if not isinstance(topology, Topology):
-        raise TopologyError(f"topology must be a Topology, got {type(topology).__name__}")
-    if not isinstance(cluster, Cluster):
-        raise TopologyError(
-            f"cluster must be a Cluster, got {type(cluster).__name__}; "
-            "use e.g. Cluster(gpus_per_node=8)"
-        )
-    if type(max_communicators) is not int or max_communicators < 1:
-        raise TopologyError(
-            f"max_communicators must be a positive int, got {show(max_communicators)}"
-        )
-    rows = placements(topology, cluster)
-    counts = communicators(topology)
-    findings = run_rules(topology, cluster, rows, counts, max_communicators)
-    order = {severity: i for i, severity in enumerate(SEVERITIES)}
-    findings = sorted(findings, key=lambda f: order[f.severity])
-    return Report(topology, cluster, tuple(findings), rows, counts)
+    def _verdict(self) -> str:
+        return "check " + ("ok" if self.ok else f"FAILED ({len(self.errors)} error(s))")
+
+
+def _finding_lines(finding: Finding, color: bool) -> list[str]:
+    """A finding's line, then its example group unless it is empty or the finding is info."""
+    mark = _MARK[finding.severity]
+    if color:
+        mark = f"{_STYLE[finding.severity]}{mark}\x1b[0m"
+    lines = [f"{mark} {finding.code}: {finding.message}"]
+    example = finding.example
+    if example and finding.severity != "info":
+        shown = ", ".join(map(str, example[:_EXAMPLE_RANKS]))
+        more = ", …" if len(example) > _EXAMPLE_RANKS else ""
+        lines.append(f"      e.g. group [{shown}{more}]")
+    return lines

@@ -16,8 +16,8 @@ from .._errors import TopologyError
 from .._megatron.topology import Topology
 from .cluster import Cluster
 from .communicators import Communicators
+from .findings import Finding
 from .placement import Placement, placement, shape_of
-from .report import Finding
 
 __all__ = ["RULES", "run_rules"]
 

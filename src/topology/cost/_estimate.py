@@ -11,6 +11,7 @@ from .._args import show
 from .._errors import TopologyError
 from .._megatron.topology import Topology
 from .._preflight.cluster import Cluster
+from .._preflight.placement import crosses_domains
 from ._collectives import ring_all_gather, ring_all_reduce, send
 from ._fields import (
     amount,
@@ -25,7 +26,6 @@ from ._fields import (
 from ._hardware import Hardware
 from ._memory import Memory, memory
 from ._model import Model, Workload
-from ._placement import crosses
 
 __all__ = ["DIMENSIONS", "Estimate", "estimate"]
 
@@ -226,7 +226,7 @@ def _inputs(
             f"so that every pipeline chunk holds whole layers; use a pp that divides "
             f"{work.layers}"
         )
-    work.micro_batches(topo.dp or 1)
+    work.micro_batches(topo.dp)
     return work
 
 
@@ -238,8 +238,8 @@ def _estimate(
     distributed_optimizer: bool,
 ) -> Estimate:
     tp, cp, pp, ep = t.tp, t.cp, t.pp, t.ep
-    dp = t.dp or 1
-    etp = t.etp or tp
+    dp = t.dp
+    etp = t.etp
     vpp = t.vpp or 1
     m = work.micro_batches(dp)
     b = work.micro_batch
@@ -249,7 +249,7 @@ def _estimate(
 
     sizes = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "dp": dp * cp, "edp": t.edp}
     crossing = {
-        name: crosses(t, _GROUP_KIND[name], cluster) if sizes[name] > 1 else None
+        name: crosses_domains(t, cluster, _GROUP_KIND[name]) if sizes[name] > 1 else None
         for name in DIMENSIONS
     }
     links = {

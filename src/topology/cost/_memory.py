@@ -79,12 +79,12 @@ def memory(
         return None
     t = topology
     dense = workload.weight_bytes / (t.tp * t.pp)
-    expert = workload.expert_weight_bytes / ((t.etp or t.tp) * t.ep * t.pp)
+    expert = workload.expert_weight_bytes / (t.etp * t.ep * t.pp)
     dense_state, expert_state = dense, expert
     if distributed_optimizer:
-        dense_state /= (t.dp or 1) * t.cp
+        dense_state /= t.dp * t.cp
         expert_state /= t.edp
-    in_flight = min(t.pp, workload.micro_batches(t.dp or 1))
+    in_flight = min(t.pp, workload.micro_batches(t.dp))
     per_layer = workload.activation_bytes * workload.micro_batch / (t.tp * t.cp)
     return Memory(
         weights=dense + expert,

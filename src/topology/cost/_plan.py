@@ -11,8 +11,8 @@ import attrs
 from .._args import MAX_WORLD_SIZE, divisors, show
 from .._errors import TopologyError
 from .._megatron.topology import Topology
+from .._preflight.check import check
 from .._preflight.cluster import Cluster
-from .._preflight.report import check
 from ._estimate import DIMENSIONS, Estimate, estimate
 from ._fields import check_count, check_flag, check_instance, count, flag, instance_of, text
 from ._hardware import H100_NODE, Hardware
@@ -333,7 +333,7 @@ def plan(
             rejected["invalid"] += 1
             continue
         considered += 1
-        if work.samples % ((topology.dp or 1) * work.micro_batch):
+        if work.samples % (topology.dp * work.micro_batch):
             rejected["batch"] += 1
             continue
         result = estimate(

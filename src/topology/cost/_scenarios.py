@@ -104,6 +104,7 @@ def scenario(name: str) -> Scenario:
     result = estimate(topology, cluster, TOY_WORKLOAD, TOY_GPU)
     seed_sync = None
     if name == "1d":
-        dp = topology.dp or 1
-        seed_sync = sequential_ring(TOY_GPU.inter, dp, TOY_WORKLOAD.gradient, RECEIVE_SECONDS)
+        seed_sync = sequential_ring(
+            TOY_GPU.inter, topology.dp, TOY_WORKLOAD.gradient, RECEIVE_SECONDS
+        )
     return Scenario(name, description, result, seed_sync)

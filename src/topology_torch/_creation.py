@@ -1,8 +1,9 @@
 """How communicators are created: strategies ``all``, ``local`` and ``split`` (private).
 
-Each strategy fills a :class:`Registry` (communicator key -> torch group) with the groups this rank
-belongs to. SPMD contract for every function here: call on every rank of the default group, with
-equal settings, in the same order.
+Which ones to create is decided in :mod:`._creation_plan` (no torch). Each strategy fills a
+:class:`Registry` (communicator key -> torch group) with the groups this rank belongs to. SPMD
+contract for every function here: call on every rank of the default group, with equal settings,
+in the same order.
 """
 
 from __future__ import annotations
@@ -18,9 +19,17 @@ import torch.distributed as dist
 from topology import TopologyError
 
 from . import _naming
-from ._plan import Channel, Key, Settings, global_plan, key_of, kind_plan, shown
+from ._creation_plan import Channel, Key, Settings, global_plan, key_of, kind_plan, shown
 
-__all__ = ["STRATEGIES", "Registry", "backend_problem", "resolve_strategy"]
+__all__ = [
+    "STRATEGIES",
+    "Registry",
+    "backend_problem",
+    "create_all",
+    "create_local",
+    "create_split",
+    "resolve_strategy",
+]
 
 STRATEGIES = ("auto", "all", "local", "split")
 

@@ -22,9 +22,18 @@ from typing import Literal, cast
 import attrs
 
 from topology import Topology, TopologyError
-from topology._megatron.kinds import canonical_kind
 
-__all__ = ["Channel", "Settings", "global_plan", "kind_plan", "local_plan", "shown"]
+__all__ = [
+    "Action",
+    "Channel",
+    "Key",
+    "Settings",
+    "global_plan",
+    "key_of",
+    "kind_plan",
+    "local_plan",
+    "shown",
+]
 
 Action = Literal["new", "same", "single", "world", "absent"]
 Key = tuple[tuple[int, ...], str | None, timedelta | None]
@@ -52,14 +61,25 @@ def _kind_names(topology: Topology, names: object, argument: str) -> tuple[str, 
         )
     chosen: list[str] = []
     for name in names:
-        if not isinstance(name, str) or canonical_kind(name) not in topology.kinds:
+        kind = _kind_name(topology, name)
+        if kind is None:
             raise TopologyError(
                 f"{argument} names unknown kind {shown(name)}; "
                 f"valid kinds: {', '.join(topology.kinds)}"
             )
-        if canonical_kind(name) not in chosen:
-            chosen.append(canonical_kind(name))
+        if kind not in chosen:
+            chosen.append(kind)
     return tuple(k for k in topology.kinds if k in chosen)
+
+
+def _kind_name(topology: Topology, name: object) -> str | None:
+    """The canonical name of kind ``name`` of ``topology`` (Megatron names work), else None."""
+    if not isinstance(name, str):
+        return None
+    try:
+        return topology.kind(name).name
+    except TopologyError:
+        return None
 
 
 def shown(value: object) -> str:
@@ -237,19 +257,24 @@ def global_plan(settings: Settings) -> Iterator[tuple[Channel, tuple[int, ...]]]
         for ranks in topology.groups(channel.kind):
             if settings.classify(ranks, channel) is not None:
                 continue
-            if any(
-                topology.has_group(ranks[0], c.kind)
-                and topology.group_of(ranks[0], c.kind) == ranks
-                for c in earlier
-            ):
+            if any(_holds(topology, c.kind, ranks) for c in earlier):
                 continue
             yield channel, ranks
         done.append(channel)
 
 
+def _holds(topology: Topology, kind: str, ranks: tuple[int, ...]) -> bool:
+    """Whether ``ranks`` is a group of ``kind`` (in any position of its sequence)."""
+    return topology.has_group(ranks[0], kind) and topology.group_of(ranks[0], kind) == ranks
+
+
 def kind_plan(settings: Settings) -> list[tuple[Channel, Action | Channel]]:
     """Per channel, for one collective call per kind (``split``): its action or the earlier
-    channel whose groups are all identical (that channel's communicator is reused).
+    channel with the same groups (that channel's communicator is reused).
+
+    Two kinds have the same groups when each group of one is a group of the other, whatever their
+    order in the sequences: every rank then gets the same rank set from both, which is what
+    ``Communicators.shared`` of the core's pre-launch check reports.
     """
     topology = settings.topology
     plan: list[tuple[Channel, Action | Channel]] = []
@@ -266,9 +291,8 @@ def kind_plan(settings: Settings) -> list[tuple[Channel, Action | Channel]]:
                 channel.timeout,
             ):
                 continue
-            other = topology.groups(earlier.kind)
-            if len(other) == len(groups) and all(
-                a == b for a, b in zip(other, groups, strict=True)
+            if len(topology.groups(earlier.kind)) == len(groups) and all(
+                _holds(topology, earlier.kind, ranks) for ranks in groups
             ):
                 twin = earlier
                 break

@@ -1,0 +1,282 @@
+"""The kinds that are no plain set of grid axes: embeddings, hcp levels, dist-opt splits (private).
+
+Each is a :class:`Derived`: how big one group is, its groups as a lazy :class:`DerivedGroups`,
+how a rank finds its group (group index, local rank), and which ranks belong at all. The kind
+table (:mod:`.kinds`) holds one per derived kind; ``name`` is the concrete kind name
+(``"embedding"``, ``"hcp-1"``), so one Derived can serve a family of kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import attrs
+
+from .._errors import TopologyError
+from .._layout.grid import Grid
+from .._layout.groups import DerivedGroups, OrthogonalGroups, Ranks
+from .._layout.hierarchy import level_grid
+from .._layout.runs import normal
+
+__all__ = [
+    "EMBEDDING",
+    "HCP_LEVEL",
+    "INTER_EDP",
+    "INTRA_DIST_OPT",
+    "INTRA_DP_CP",
+    "INTRA_EDP",
+    "POSITION_EMBEDDING",
+    "Derived",
+    "Layout",
+    "grid_locate",
+]
+
+
+class Layout(Protocol):
+    """What the kind table reads of a topology; Topology satisfies it without being imported."""
+
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def edp(self) -> int: ...
+    @property
+    def dist_opt_instances(self) -> int: ...
+    @property
+    def hcp_sizes(self) -> tuple[int, ...] | None: ...
+    @property
+    def embedding_stages(self) -> tuple[int, ...]: ...
+    @property
+    def position_embedding_stages(self) -> tuple[int, ...]: ...
+    @property
+    def dense(self) -> Grid: ...
+    @property
+    def expert(self) -> Grid | None: ...
+    def stage(self, rank: int) -> int: ...
+    def _grid_kind(self, kind: str) -> tuple[Grid, tuple[str, ...]]: ...
+
+
+def _everyone(topo: Layout, name: str, rank: int) -> bool:
+    return True
+
+
+@attrs.frozen
+class Derived:
+    """How one derived kind sizes, lists and locates its groups, and who belongs to one."""
+
+    size: Callable[[Layout, str], int]
+    """How many ranks one group holds."""
+    groups: Callable[[Layout, str], DerivedGroups]
+    """All groups, lazily, in Megatron's order."""
+    locate: Callable[[Layout, str, int], tuple[int, int]]
+    """``(group index, local rank)`` of a member rank; raises for a rank in no group."""
+    has_group: Callable[[Layout, str, int], bool] = _everyone
+    """True if the rank belongs to some group (only embeddings can say no)."""
+
+
+def grid_locate(grid: Grid, axes: tuple[str, ...], rank: int) -> tuple[int, int]:
+    """``(group index, local rank)`` of ``rank`` among ``grid``'s groups along ``axes``."""
+    index = grid.groups(*axes).index_of_rank(rank)
+    return index or 0, grid.index_in_group(rank, *axes)
+
+
+def _chunk(index: int, width: int) -> range:
+    return range(index * width, (index + 1) * width)
+
+
+# -- embeddings: some pipeline stages of each pipeline -------------------------------------------
+
+
+def _stages_of(topo: Layout, name: str) -> tuple[int, ...]:
+    if name == "embedding":
+        return topo.embedding_stages
+    return topo.position_embedding_stages
+
+
+def _embedding_size(topo: Layout, name: str) -> int:
+    return len(_stages_of(topo, name))
+
+
+def _embedding_groups(topo: Layout, name: str) -> DerivedGroups:
+    stages = _stages_of(topo, name)
+    pp_groups = topo.dense.groups("pp")
+    return DerivedGroups(len(pp_groups), lambda i: pp_groups.ranks(i).take(stages))
+
+
+def _embedding_member(topo: Layout, name: str, rank: int) -> bool:
+    return topo.stage(rank) in _stages_of(topo, name)
+
+
+def _embedding_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+    stages = _stages_of(topo, name)
+    stage = topo.stage(rank)
+    if stage not in stages:
+        where = ", ".join(map(str, stages))
+        raise TopologyError(
+            f"rank {rank} belongs to no {name} group: it is pipeline stage {stage} of "
+            f"{topo.pp} and {name} lives on stages {where}"
+        )
+    pipeline_index = topo.dense.groups("pp").index_of_rank(rank)
+    return pipeline_index or 0, stages.index(stage)
+
+
+EMBEDDING = POSITION_EMBEDDING = Derived(
+    _embedding_size, _embedding_groups, _embedding_locate, _embedding_member
+)
+"""Word or position embeddings: the ranks of the named stages of each pipeline."""
+
+
+# -- hierarchical context parallelism: level k of each cp group ----------------------------------
+
+
+def _level(name: str) -> str:
+    return f"l{name.rsplit('-', 1)[1]}"
+
+
+def _hcp_size(topo: Layout, name: str) -> int:
+    return (topo.hcp_sizes or ())[int(name.rsplit("-", 1)[1])]
+
+
+def _hcp_groups(topo: Layout, name: str) -> DerivedGroups:
+    cp_groups = topo.dense.groups("cp")
+    levels = level_grid(topo.hcp_sizes or ()).groups(_level(name))
+    per = len(levels)
+    return DerivedGroups(
+        len(cp_groups) * per,
+        lambda i: cp_groups.ranks(i // per).take(levels.ranks(i % per).compact()),
+    )
+
+
+def _hcp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+    level = _level(name)
+    levels = level_grid(topo.hcp_sizes or ())
+    cp_index, position = grid_locate(topo.dense, ("cp",), rank)
+    inner = levels.groups(level).index_of_rank(position) or 0
+    return cp_index * len(levels.groups(level)) + inner, levels.index_in_group(position, level)
+
+
+HCP_LEVEL = Derived(_hcp_size, _hcp_groups, _hcp_locate)
+"""Level k of hierarchical cp: each cp group split by the level grid of ``hcp_sizes``."""
+
+
+# -- distributed-optimizer instances: dp-cp and edp split into instances -------------------------
+
+
+def _intra_dp_cp_size(topo: Layout, name: str) -> int:
+    return topo.dense.size("dp", "cp") // topo.dist_opt_instances
+
+
+def _intra_dp_cp_groups(topo: Layout, name: str) -> DerivedGroups:
+    instances = topo.dist_opt_instances
+    dp_cp = topo.dense.groups("dp", "cp")
+    width = dp_cp.group_size // instances
+    return DerivedGroups(
+        len(dp_cp) * instances,
+        lambda i: dp_cp.ranks(i // instances).take(_chunk(i % instances, width)),
+    )
+
+
+def _intra_dp_cp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+    instances = topo.dist_opt_instances
+    group, position = grid_locate(topo.dense, ("dp", "cp"), rank)
+    width = topo.dense.size("dp", "cp") // instances
+    return group * instances + position // width, position % width
+
+
+INTRA_DP_CP = Derived(_intra_dp_cp_size, _intra_dp_cp_groups, _intra_dp_cp_locate)
+"""One instance's share of each dp-cp group: consecutive blocks of ``dp * cp / instances``."""
+
+
+def _edp(topo: Layout, rank: int) -> tuple[int, int, int]:
+    """``(edp group index, position in it, width of one instance's share)``."""
+    grid, axes = topo._grid_kind("edp")
+    group, position = grid_locate(grid, axes, rank)
+    return group, position, topo.edp // topo.dist_opt_instances
+
+
+def _edp_groups(topo: Layout) -> OrthogonalGroups:
+    grid, axes = topo._grid_kind("edp")
+    return grid.groups(*axes)
+
+
+def _intra_edp_groups(topo: Layout, name: str) -> DerivedGroups:
+    instances = topo.dist_opt_instances
+    edp_groups = _edp_groups(topo)
+    width = topo.edp // instances
+    return DerivedGroups(
+        len(edp_groups) * instances,
+        lambda i: edp_groups.ranks(i // instances).take(_chunk(i % instances, width)),
+    )
+
+
+def _intra_edp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+    group, position, width = _edp(topo, rank)
+    return group * topo.dist_opt_instances + position // width, position % width
+
+
+INTRA_EDP = Derived(
+    lambda topo, name: topo.edp // topo.dist_opt_instances, _intra_edp_groups, _intra_edp_locate
+)
+"""One instance's share of each edp group (Megatron's ``intra_expt_dp``)."""
+
+
+def _inter_edp_groups(topo: Layout, name: str) -> DerivedGroups:
+    edp_groups = _edp_groups(topo)
+    edp = topo.edp
+    width = edp // topo.dist_opt_instances
+    return DerivedGroups(
+        len(edp_groups) * width,
+        lambda i: edp_groups.ranks(i // width).take(range(i % width, edp, width)),
+    )
+
+
+def _inter_edp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+    group, position, width = _edp(topo, rank)
+    return group * width + position % width, position // width
+
+
+INTER_EDP = Derived(
+    lambda topo, name: topo.dist_opt_instances, _inter_edp_groups, _inter_edp_locate
+)
+"""The same position across the instances of each edp group (Megatron's ``inter_dist_opt``)."""
+
+
+def _intra_dist_opt_groups(topo: Layout, name: str) -> DerivedGroups:
+    # Consecutive blocks of `width` etp-ep-pp groups: the ranks whose edp coordinate lies in
+    # one block.
+    grid, axes = topo._grid_kind("etp-ep-pp")
+    model_groups = grid.groups(*axes)
+    width = topo.edp // topo.dist_opt_instances
+    return DerivedGroups(topo.dist_opt_instances, lambda i: _union_block(model_groups, i, width))
+
+
+def _intra_dist_opt_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+    _, position, width = _edp(topo, rank)
+    index = position // width
+    return index, _intra_dist_opt_groups(topo, name).ranks(index).index(rank)
+
+
+def _union_block(model_groups: OrthogonalGroups, index: int, width: int) -> Sequence[int]:
+    """The union of model groups ``index * width .. (index + 1) * width - 1``, ascending.
+
+    When the block of group indices is one aligned piece of the groups' outer runs, the union
+    is those runs plus the groups' own runs (both are digits of one grid); otherwise (an
+    uneven block of a dense-only layout) it is enumerated.
+    """
+    offset, inner, outer = model_groups.structure
+    pieces = Ranks(0, outer).take(_chunk(index, width)).blocks()
+    if pieces is not None and len(pieces) == 1:
+        first, block = pieces[0]
+        return Ranks(offset + first, normal((*inner, *block)))
+    members = range(index * width, (index + 1) * width)
+    return tuple(sorted(r for g in members for r in model_groups[g]))
+
+
+INTRA_DIST_OPT = Derived(
+    lambda topo, name: topo.world_size // topo.dist_opt_instances,
+    _intra_dist_opt_groups,
+    _intra_dist_opt_locate,
+)
+"""One distributed-optimizer instance: every rank whose edp coordinate lies in its block."""
