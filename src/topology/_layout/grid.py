@@ -153,6 +153,19 @@ class Grid:
         """Rank distance between neighbours along each axis, in ``axes`` order."""
         return self._strides
 
+    def digits(self, *axes: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """``(size, stride)`` of each of ``axes`` and of each other axis, both sorted by stride.
+
+        >>> Grid.from_order("tp-dp-pp", tp=2, dp=3, pp=2).digits("dp")
+        ([(3, 2)], [(2, 1), (2, 6)])
+        """
+        chosen = set(self._axis_indices(axes))
+        inner: list[tuple[int, int]] = []
+        outer: list[tuple[int, int]] = []
+        for index, (size, stride) in enumerate(zip(self.shape, self.strides, strict=True)):
+            (inner if index in chosen else outer).append((size, stride))
+        return sorted(inner, key=_second), sorted(outer, key=_second)
+
     @property
     def world_size(self) -> int:
         """How many ranks the grid covers."""
@@ -292,3 +305,7 @@ class Grid:
         sizes = ", ".join(f"{n}={s}" for n, s in zip(self.axes, self.shape, strict=True))
         offset = f", rank_offset={self.rank_offset}" if self.rank_offset else ""
         return f"Grid.from_sizes({sizes}{offset})"
+
+
+def _second(pair: tuple[int, int]) -> int:
+    return pair[1]

@@ -37,12 +37,13 @@ share at most one unit.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from math import gcd
 
 import attrs
 
 from .ranks import Ranks
-from .runs import Runs, max_gap, top, volume
+from .runs import Runs, max_gap, normal, top, volume
 
 __all__ = ["RESIDUE_BUDGET", "Shape", "ranks_units", "units_spanned"]
 
@@ -188,6 +189,17 @@ class Shape:
     explicit: tuple[int, ...]
     outer: Runs
     offset: int
+
+    @classmethod
+    def regular(
+        cls, inner: Iterable[tuple[int, int]], outer: Iterable[tuple[int, int]], offset: int
+    ) -> Shape:
+        """Groups that are products of ``inner`` runs, numbered by ``outer`` runs from ``offset``.
+
+        >>> Shape.regular([(2, 4)], [(4, 1), (1, 8)], 0)
+        Shape(inner=((2, 4),), explicit=(), outer=((4, 1),), offset=0)
+        """
+        return cls(normal(inner), (), normal(outer), offset)
 
     @property
     def key(self) -> tuple[object, ...]:

@@ -1,7 +1,8 @@
 """The kinds that are no plain set of grid axes: embeddings, hcp levels, dist-opt splits (private).
 
 Each is a :class:`Derived`: how big one group is, its groups as a lazy :class:`DerivedGroups`,
-how a rank finds its group (group index, local rank), and which ranks belong at all. The kind
+how a rank finds its group (group index, local rank), which ranks belong at all, and the groups'
+translate :class:`~topology._layout.spans.Shape` for placement. The kind
 table (:mod:`.kinds`) holds one per derived kind; ``name`` is the concrete kind name
 (``"embedding"``, ``"hcp-1"``), so one Derived can serve a family of kinds.
 """
@@ -9,6 +10,7 @@ table (:mod:`.kinds`) holds one per derived kind; ``name`` is the concrete kind 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import Protocol
 
 import attrs
@@ -17,7 +19,8 @@ from .._errors import TopologyError
 from .._layout.grid import Grid
 from .._layout.groups import DerivedGroups, OrthogonalGroups, Ranks
 from .._layout.hierarchy import level_grid
-from .._layout.runs import normal
+from .._layout.runs import normal, split
+from .._layout.spans import Shape
 
 __all__ = [
     "EMBEDDING",
@@ -38,6 +41,8 @@ class Layout(Protocol):
 
     @property
     def world_size(self) -> int: ...
+    @property
+    def rank_offset(self) -> int: ...
     @property
     def pp(self) -> int: ...
     @property
@@ -74,6 +79,8 @@ class Derived:
     """``(group index, local rank)`` of a member rank; raises for a rank in no group."""
     has_group: Callable[[Layout, str, int], bool] = _everyone
     """True if the rank belongs to some group (only embeddings can say no)."""
+    shape: Callable[[Layout, str], Shape | None] = attrs.field(kw_only=True)
+    """The groups as translates of one offset set, or None when they are no such family."""
 
 
 def grid_locate(grid: Grid, axes: tuple[str, ...], rank: int) -> tuple[int, int]:
@@ -122,8 +129,23 @@ def _embedding_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
     return pipeline_index or 0, stages.index(stage)
 
 
+def _embedding_shape(topo: Layout, name: str) -> Shape:
+    (pp_digit,), rest = topo.dense.digits("pp")
+    points = tuple(stage * pp_digit[1] for stage in _stages_of(topo, name))
+    first = topo.rank_offset + points[0]
+    steps = {b - a for a, b in pairwise(points)}
+    if len(points) == 1 or len(steps) == 1:
+        step = points[1] - points[0] if len(points) > 1 else 1
+        return Shape.regular([(len(points), step)], rest, first)
+    return Shape(None, tuple(p - points[0] for p in points), normal(rest), first)
+
+
 EMBEDDING = POSITION_EMBEDDING = Derived(
-    _embedding_size, _embedding_groups, _embedding_locate, _embedding_member
+    _embedding_size,
+    _embedding_groups,
+    _embedding_locate,
+    _embedding_member,
+    shape=_embedding_shape,
 )
 """Word or position embeddings: the ranks of the named stages of each pipeline."""
 
@@ -157,7 +179,18 @@ def _hcp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
     return cp_index * len(levels.groups(level)) + inner, levels.index_in_group(position, level)
 
 
-HCP_LEVEL = Derived(_hcp_size, _hcp_groups, _hcp_locate)
+def _hcp_shape(topo: Layout, name: str) -> Shape:
+    (cp_digit,), rest = topo.dense.digits("cp")
+    inner, outer = level_grid(topo.hcp_sizes or ()).digits(_level(name))
+    stride = cp_digit[1]
+    return Shape.regular(
+        [(size, step * stride) for size, step in inner],
+        [*rest, *((size, step * stride) for size, step in outer)],
+        topo.rank_offset,
+    )
+
+
+HCP_LEVEL = Derived(_hcp_size, _hcp_groups, _hcp_locate, shape=_hcp_shape)
 """Level k of hierarchical cp: each cp group split by the level grid of ``hcp_sizes``."""
 
 
@@ -185,7 +218,32 @@ def _intra_dp_cp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
     return group * instances + position // width, position % width
 
 
-INTRA_DP_CP = Derived(_intra_dp_cp_size, _intra_dp_cp_groups, _intra_dp_cp_locate)
+def _instance_digits(
+    topo: Layout, grid: Grid, axes: tuple[str, ...]
+) -> tuple[Sequence[tuple[int, int]], Sequence[tuple[int, int]], Sequence[tuple[int, int]]] | None:
+    """``(low, high, others)``: the digits of ``axes`` cut at one instance's share, and the rest.
+
+    None when the share cuts a digit unevenly (then the groups are no translate family).
+    """
+    digits, others = grid.digits(*axes)
+    cut = split(normal(digits), grid.size(*axes) // topo.dist_opt_instances)
+    if cut is None:
+        return None
+    low, high = cut
+    return low, high, others
+
+
+def _intra_dp_cp_shape(topo: Layout, name: str) -> Shape | None:
+    found = _instance_digits(topo, topo.dense, ("dp", "cp"))
+    if found is None:
+        return None
+    low, high, others = found
+    return Shape.regular(low, (*high, *others), topo.rank_offset)
+
+
+INTRA_DP_CP = Derived(
+    _intra_dp_cp_size, _intra_dp_cp_groups, _intra_dp_cp_locate, shape=_intra_dp_cp_shape
+)
 """One instance's share of each dp-cp group: consecutive blocks of ``dp * cp / instances``."""
 
 
@@ -216,8 +274,24 @@ def _intra_edp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
     return group * topo.dist_opt_instances + position // width, position % width
 
 
+def _edp_shape(topo: Layout, name: str) -> Shape | None:
+    """The shape of an edp split (intra-edp, inter-edp, intra-dist-opt)."""
+    found = _instance_digits(topo, *topo._grid_kind("edp"))
+    if found is None:
+        return None
+    low, high, others = found
+    if name == "intra-edp":
+        return Shape.regular(low, (*high, *others), topo.rank_offset)
+    if name == "inter-edp":
+        return Shape.regular(high, (*low, *others), topo.rank_offset)
+    return Shape.regular((*low, *others), high, topo.rank_offset)  # one block of edp positions
+
+
 INTRA_EDP = Derived(
-    lambda topo, name: topo.edp // topo.dist_opt_instances, _intra_edp_groups, _intra_edp_locate
+    lambda topo, name: topo.edp // topo.dist_opt_instances,
+    _intra_edp_groups,
+    _intra_edp_locate,
+    shape=_edp_shape,
 )
 """One instance's share of each edp group (Megatron's ``intra_expt_dp``)."""
 
@@ -238,7 +312,10 @@ def _inter_edp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
 
 
 INTER_EDP = Derived(
-    lambda topo, name: topo.dist_opt_instances, _inter_edp_groups, _inter_edp_locate
+    lambda topo, name: topo.dist_opt_instances,
+    _inter_edp_groups,
+    _inter_edp_locate,
+    shape=_edp_shape,
 )
 """The same position across the instances of each edp group (Megatron's ``inter_dist_opt``)."""
 
@@ -278,5 +355,6 @@ INTRA_DIST_OPT = Derived(
     lambda topo, name: topo.world_size // topo.dist_opt_instances,
     _intra_dist_opt_groups,
     _intra_dist_opt_locate,
+    shape=_edp_shape,
 )
 """One distributed-optimizer instance: every rank whose edp coordinate lies in its block."""

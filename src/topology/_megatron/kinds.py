@@ -2,7 +2,8 @@
 
 Adding a kind is one new :class:`KindSpec` in :data:`TABLE` (at its place in Megatron's creation
 order): the axes it spans on the dense or expert grid, or a :class:`~.derived.Derived` that
-builds its groups; names, Megatron names, sizes, groups, lookups and membership all follow.
+builds its groups; names, Megatron names, sizes, groups, lookups, membership and placement's
+shapes all follow.
 
 >>> [spec.name for spec in TABLE][:4]
 ['dp-cp', 'intra-dp-cp', 'dp', 'cp']
@@ -19,6 +20,7 @@ import attrs
 
 from .._layout.grid import Grid
 from .._layout.groups import GroupList, Ranks
+from .._layout.spans import Shape
 from .derived import (
     EMBEDDING,
     HCP_LEVEL,
@@ -129,6 +131,13 @@ class KindSpec:
         if place is not None:
             return grid_locate(*place, rank)
         return self._derived.locate(topo, name, rank)
+
+    def shape(self, topo: Layout, name: str) -> Shape | None:
+        """The groups as translates of one offset set (for placement), or None if irregular."""
+        place = self.place(topo)
+        if place is not None:
+            return Shape.regular(*place[0].digits(*place[1]), topo.rank_offset)
+        return self._derived.shape(topo, name)
 
     def has_group(self, topo: Layout, name: str, rank: int) -> bool:
         """True if the checked rank belongs to some group."""

@@ -11,16 +11,13 @@ middle and last groups otherwise (``exact`` says which).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
 
 import attrs
 
-from .._errors import TopologyError
 from .._fields import flag, text, whole
-from .._layout.hierarchy import level_grid
 from .._layout.ranks import Ranks
-from .._layout.runs import normal, split
 from .._layout.spans import Shape, ranks_units
+from .._megatron.kinds import spec_of
 from .._megatron.topology import Topology
 from .cluster import Cluster
 
@@ -29,75 +26,15 @@ __all__ = ["Placement", "crosses_domains", "placement", "placements", "shape_of"
 _ENUMERATE_LIMIT = 1 << 16
 """Irregular kinds are measured on every group up to this many ranks, else on samples."""
 
-Digits = list[tuple[int, int]]
-"""One ``(size, stride)`` per grid axis, sorted by stride (size-1 axes kept)."""
-
-
-def _digits(topo: Topology, name: str) -> tuple[Digits, Digits]:
-    """``(digits of the kind's axes, digits of the other axes)`` on the kind's grid."""
-    kind = topo.kind(name)
-    grid = kind.grid
-    if grid is None:
-        raise TopologyError(f"kind {name!r} varies along no grid axes; it has no digits")
-    chosen = set(kind.axes)
-    inner: Digits = []
-    outer: Digits = []
-    for axis, size, stride in zip(grid.axes, grid.shape, grid.strides, strict=True):
-        (inner if axis in chosen else outer).append((size, stride))
-    return sorted(inner, key=_stride), sorted(outer, key=_stride)
-
-
-def _stride(run: tuple[int, int]) -> int:
-    return run[1]
-
-
-def _regular(
-    inner: Sequence[tuple[int, int]], outer: Sequence[tuple[int, int]], offset: int
-) -> Shape:
-    return Shape(normal(inner), (), normal(outer), offset)
-
 
 def shape_of(topo: Topology, kind: str) -> Shape | None:
-    """The translate structure of ``kind``'s groups, or None when it is irregular.
+    """The translate structure of ``kind``'s groups (from the kind table), or None if irregular.
 
     >>> shape_of(Topology(16, tp=2, pp=4), "dp")
     Shape(inner=((2, 2),), explicit=(), outer=((2, 1), (4, 4)), offset=0)
     """
-    found = topo.kind(kind)
-    offset = topo.rank_offset
-    name = found.name
-    if found.grid is not None:
-        return _regular(*_digits(topo, name), offset)
-    if name in ("embedding", "position-embedding"):
-        (pp_digit,), rest = _digits(topo, "pp")
-        stages = topo.embedding_stages if name == "embedding" else topo.position_embedding_stages
-        points = tuple(s * pp_digit[1] for s in stages)
-        steps = {b - a for a, b in pairwise(points)}
-        if len(points) == 1 or len(steps) == 1:
-            step = points[1] - points[0] if len(points) > 1 else 1
-            return Shape(normal([(len(points), step)]), (), normal(rest), offset + points[0])
-        return Shape(None, tuple(p - points[0] for p in points), normal(rest), offset + points[0])
-    if name.startswith("hcp-"):
-        level = int(name[4:])
-        (cp_digit,), rest = _digits(topo, "cp")
-        grid = level_grid(topo.hcp_sizes or ())
-        stride = cp_digit[1]
-        inner: Digits = []
-        outer = list(rest)
-        for axis, size, step in zip(grid.axes, grid.shape, grid.strides, strict=True):
-            (inner if axis == f"l{level}" else outer).append((size, step * stride))
-        return _regular(inner, outer, offset)
-    base_kind = "dp-cp" if name == "intra-dp-cp" else "edp"
-    digits, others = _digits(topo, base_kind)
-    cut = split(normal(digits), topo.size(base_kind) // topo.dist_opt_instances)
-    if cut is None:
-        return None
-    low, high = cut
-    if name in ("intra-dp-cp", "intra-edp"):
-        return _regular(low, (*high, *others), offset)
-    if name == "inter-edp":
-        return _regular(high, (*low, *others), offset)
-    return _regular((*low, *others), high, offset)  # intra-dist-opt: one block of edp positions
+    name = topo.kind(kind).name
+    return spec_of(name).shape(topo, name)
 
 
 def _as_ranks(ranks: Sequence[int]) -> Ranks:
