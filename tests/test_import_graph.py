@@ -217,3 +217,33 @@ def test_the_core_does_not_import_the_adapter() -> None:
         if _inside(t, "topology_torch")
     ]
     assert back == []
+
+
+LAYERS = (
+    ("topology._errors", "topology._args", "topology._fields", "topology._datafile"),
+    ("topology._layout",),
+    ("topology._megatron",),
+    ("topology._preflight",),
+)
+"""The core's layers, lowest first: a module imports only from its own layer or lower ones."""
+
+
+def _layer(module: str) -> int | None:
+    for level, prefixes in enumerate(LAYERS):
+        if any(_inside(module, prefix) for prefix in prefixes):
+            return level
+    return None
+
+
+def test_the_core_layers_import_only_downwards() -> None:
+    """_layout never imports _megatron or _preflight; _megatron never imports _preflight."""
+    upward = sorted(
+        (module, target)
+        for module, targets in _graph().items()
+        for target in targets
+        if (low := _layer(module)) is not None
+        and (high := _layer(target)) is not None
+        and high > low
+    )
+    assert upward == []
+    assert all(_layer(m) is not None for m in MODULES if _inside(m, "topology._layout"))

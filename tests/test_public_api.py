@@ -7,12 +7,10 @@ from topology import strategies
 
 EXPECTED = [
     "Cluster",
-    "DerivedGroups",
     "Finding",
     "Grid",
     "GroupList",
     "Kind",
-    "OrthogonalGroups",
     "Pipeline",
     "Placement",
     "RankInfo",
@@ -28,6 +26,15 @@ def test_all_is_pinned_and_sorted() -> None:
     """topology.__all__ is exactly the pinned list, sorted."""
     assert topology.__all__ == EXPECTED
     assert sorted(topology.__all__) == topology.__all__
+
+
+def test_group_sequence_classes_stay_importable() -> None:
+    """The two implementations left __all__ for GroupList but old imports keep working."""
+    from topology import DerivedGroups, GroupList, OrthogonalGroups
+
+    assert issubclass(OrthogonalGroups, GroupList) and issubclass(DerivedGroups, GroupList)
+    assert isinstance(topology.Topology(8, tp=2).groups("tp"), GroupList)
+    assert isinstance(topology.Topology(8, pp=2).groups("embedding"), GroupList)
 
 
 def test_every_public_name_exists() -> None:

@@ -10,7 +10,7 @@ Standard library and attrs only; no torch. See :class:`Topology` and :class:`Gri
 
 from ._errors import TopologyError
 from ._layout.grid import Grid
-from ._layout.groups import DerivedGroups, GroupList, OrthogonalGroups
+from ._layout.groups import DerivedGroups, GroupList, OrthogonalGroups  # noqa: F401 (kept importable)
 from ._layout.hierarchy import hierarchical_groups
 from ._megatron.kinds import Kind
 from ._megatron.pipeline import Pipeline
@@ -24,12 +24,10 @@ from ._preflight.report import Report
 
 __all__ = [
     "Cluster",
-    "DerivedGroups",
     "Finding",
     "Grid",
     "GroupList",
     "Kind",
-    "OrthogonalGroups",
     "Pipeline",
     "Placement",
     "RankInfo",
