@@ -20,7 +20,7 @@ from ..ops import (
     resolve_group,
     sp_scatter,
 )
-from ._checks import check_flag, check_int, check_size, factory_kwargs
+from ._args import check_flag, check_int, check_size, factory_kwargs
 from ._ids import check_ids
 from ._init import (
     InitType,

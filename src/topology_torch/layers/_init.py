@@ -12,7 +12,7 @@ from topology import TopologyError
 
 from .._debug_checks import show as _show
 from ..ops import _all_gather, group_rank, group_size, resolve_group
-from ._checks import check_size
+from ._args import check_size
 
 __all__ = [
     "INIT_TYPES",

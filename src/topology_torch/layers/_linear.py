@@ -22,7 +22,7 @@ from ..ops import (
     sp_gather,
     sp_scatter,
 )
-from ._checks import check_flag, check_int, check_size, factory_kwargs
+from ._args import check_flag, check_int, check_size, factory_kwargs
 from ._init import (
     InitType,
     check_init_type,
