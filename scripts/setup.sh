@@ -23,11 +23,11 @@ pip_install() {
     { grep -v "^WARNING: Location" || true; }
 }
 pip_install "torch==2.13.0"
-pip_install -e ".[torch,test,cli,plot]"
+pip_install -e ".[torch,test,cli,plot,docs]"
 # Optional differential oracle for the tests: Megatron-core's parallel_state (never a dependency of
 # the library; --no-deps keeps it from pulling anything but the two small packages it imports).
 pip_install --no-deps "megatron-core==0.16.1" numpy einops
-.venv/bin/python -W ignore -c "import torch, topology, topology_torch, hypothesis, megatron.core"
+.venv/bin/python -W ignore -c "import torch, topology, topology_torch, hypothesis, megatron.core, pdoc"
 .venv/bin/ruff --version >/dev/null
 .venv/bin/mypy --version >/dev/null
 echo "$want" > "$stamp"

@@ -180,3 +180,22 @@ check FAILED (1 error(s))
     assert report.render(color=True).startswith(
         expected.split("ERROR")[0] + "\x1b[1;31mERROR\x1b[0m "
     )
+
+
+@settings(max_examples=40, deadline=None)
+@given(report=reports(), width=st.sampled_from([80, 100, 120]))
+def test_render_with_width_fits_and_keeps_every_word(report: Report, width: int) -> None:
+    """render(width=W): no line over W columns, and the same words as the one-line render."""
+    wrapped = report.render(width=width)
+    assert all(len(line) <= width for line in wrapped.splitlines())
+    assert wrapped.split() == report.render().split()
+
+
+def test_render_with_width_hangs_under_the_code() -> None:
+    """A wrapped finding continues six columns in, under its code, and keeps its colour mark."""
+    report = check(Topology(16, tp=16), Cluster(gpus_per_node=8))
+    lines = report.render(width=50).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("ERROR tp-larger-than-node:"))
+    assert len(lines[at + 1]) - len(lines[at + 1].lstrip()) == 6
+    colored = report.render(width=50, color=True).splitlines()
+    assert ANSI.sub("", colored[at]) == lines[at] and colored[at].startswith("\x1b[1;31mERROR")

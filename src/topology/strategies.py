@@ -18,8 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from math import gcd, prod
 
-from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
+try:  # a missing hypothesis names the extra that installs it
+    from hypothesis import strategies as st
+    from hypothesis.errors import InvalidArgument
+except ModuleNotFoundError as error:
+    if error.name != "hypothesis":
+        raise
+    raise ModuleNotFoundError(
+        "topology.strategies needs hypothesis: pip install 'rank-topology[hypothesis]'",
+        name="hypothesis",
+    ) from error
 
 from ._args import divisors
 from ._layout.grid import Grid

@@ -6,6 +6,15 @@ singletons free); ``initialize``/``current`` hold the one default that library c
 ``topology_torch.compat`` the Megatron, ezpz and ml-starter façades.
 """
 
+try:  # first, so that a missing torch names the extra that installs it
+    import torch as _torch  # noqa: F401
+except ModuleNotFoundError as error:
+    if error.name != "torch":
+        raise
+    raise ModuleNotFoundError(
+        "topology_torch needs torch: pip install 'rank-topology[torch]'", name="torch"
+    ) from error
+
 from . import ops
 from ._default import current, destroy, initialize, is_initialized
 from ._process_groups import ProcessGroups

@@ -21,6 +21,7 @@ from .common import (
     use_color,
     write_json,
 )
+from .text import terminal_width
 
 __all__ = ["register", "run"]
 
@@ -63,6 +64,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(report.to_dict())
     else:
-        sys.stdout.write(report.render(color=use_color(args)))
+        sys.stdout.write(report.render(color=use_color(args), width=terminal_width()))
     failed = not report.ok or (args.strict and bool(report.warnings))
     return EXIT_FINDINGS if failed else EXIT_OK

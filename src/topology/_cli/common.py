@@ -9,8 +9,10 @@ code 2 and any other exception into exit code 3.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
@@ -37,6 +39,7 @@ __all__ = [
     "cluster_from_args",
     "int_type",
     "one_line",
+    "suggest",
     "topology_from_args",
     "use_color",
     "write_json",
@@ -97,12 +100,60 @@ class CliError(Exception):
     """Invalid command-line input; ``main`` prints the message and exits with code 2."""
 
 
+_UNRECOGNIZED = re.compile(r"^unrecognized arguments: (?P<args>.*)$")
+_INVALID_CHOICE = re.compile(
+    r"^argument (?P<name>[^:]+): invalid choice: '(?P<value>[^']*)' "
+    r"\(choose from (?P<choices>.*)\)$"
+)
+
+
+def suggest(word: str, valid: Sequence[str]) -> str | None:
+    """The valid spelling closest to ``word`` (difflib's ratio of at least 0.6), or None.
+
+    >>> suggest("--tpp", ["--tp", "--pp", "--nodes"])
+    '--tp'
+    >>> suggest("shwo", ["show", "groups", "rank"])
+    'show'
+    >>> suggest("--frobnicate", ["--tp"]) is None
+    True
+    """
+    matches = difflib.get_close_matches(word, valid, n=1)
+    return matches[0] if matches else None
+
+
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line on stderr and exit code 2."""
+    """An ``ArgumentParser`` whose usage errors are one line on stderr and exit code 2.
+
+    A mistyped flag or command gets the closest valid spelling:
+    ``topology show: error: unrecognized argument --tpp; did you mean --tp?``.
+    """
 
     def error(self, message: str) -> NoReturn:
         """Print ``topology <cmd>: error: <message>`` and exit 2 (no usage block)."""
+        hint = self._hint(message)
+        if hint is not None:
+            self.exit(EXIT_INVALID, f"{self.prog}: error: {hint}\n")
         self.exit(EXIT_INVALID, f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
+
+    def _hint(self, message: str) -> str | None:
+        """The message with a 'did you mean' for a mistyped flag or choice, else None."""
+        unknown = _UNRECOGNIZED.match(message)
+        if unknown is not None:
+            flags = [word for word in unknown["args"].split() if word.startswith("-")]
+            for flag in flags:
+                close = suggest(flag.split("=")[0], list(self._option_string_actions))
+                if close is not None:
+                    return f"unrecognized argument {flag}; did you mean {close}?"
+            return None
+        choice = _INVALID_CHOICE.match(message)
+        if choice is not None:
+            valid = [c.strip().strip("'") for c in choice["choices"].split(",")]
+            close = suggest(choice["value"], valid)
+            what = "command" if choice["name"] == "COMMAND" else f"{choice['name']} value"
+            if close is not None:
+                return f"unknown {what} {choice['value']!r}; did you mean {close!r}?"
+            return f"unknown {what} {choice['value']!r}; valid: {', '.join(valid)}"
+        return None
 
 
 # -- flag values --------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from .common import (
     topology_from_args,
     write_json,
 )
+from .text import terminal_width, wrap
 
 __all__ = ["register", "run"]
 
@@ -73,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    out = sys.stdout
-    out.write(f"{kind}: {count} groups of {size} ranks ({topo})\n")
+    columns = terminal_width()
+    lines = wrap(f"{kind}: {count} groups of {size} ranks ({topo})", columns)
     width = len(str(count - 1))
     for index in range(shown):
         group = groups.ranks(index)
@@ -82,9 +83,11 @@ def run(args: argparse.Namespace) -> int:
             text = "[" + ", ".join(map(str, group)) + "]"
         else:
             text = abbreviate(group, 8)
-        out.write(f"{index:>{width}}  {text}\n")
+        lines += wrap(text, columns, f"{index:>{width}}  ", " " * (width + 2))
     if shown < count:
-        out.write(f"… {count - shown} more groups not shown (use --limit N)\n")
+        lines += wrap(f"… {count - shown} more groups not shown (use --limit N)", columns)
     if args.full and size > _FULL_RANKS:
-        out.write(f"(--full spells out groups of at most {_FULL_RANKS} ranks; these have {size})\n")
+        note = f"(--full spells out groups of at most {_FULL_RANKS} ranks; these have {size})"
+        lines += wrap(note, columns)
+    sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -45,6 +45,16 @@ def build_parser() -> Parser:
     return parser
 
 
+def _command_parser(parser: Parser, command: str) -> Parser:
+    """The subparser of ``command`` (``parser`` itself if there is none)."""
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        choices = getattr(action, "choices", None) or {}
+        if command in choices:
+            found: Parser = choices[command]
+            return found
+    return parser
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
     try:
@@ -64,7 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = "topology"
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # reported by the command's own parser, under its name, with a suggestion
+            _command_parser(parser, args.command).error(
+                f"unrecognized arguments: {' '.join(extra)}"
+            )
         name = f"topology {args.command}"
         code: int = args.func(args)
     except SystemExit as done:  # argparse: --help, --version and usage errors

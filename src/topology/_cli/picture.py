@@ -13,6 +13,7 @@ from html import escape
 
 from .._megatron.topology import Topology
 from .._preflight.cluster import Cluster
+from .text import wrap
 
 __all__ = ["MAX_PICTURE_RANKS", "Cell", "cells", "render_rich", "render_svg", "render_text"]
 
@@ -36,12 +37,11 @@ _PALETTE = (
     "#bab0ac",
 )
 _PER_ROW = 8
-_TEXT_WIDTH = 100
 
 
-def _per_row(gpus: int, width: int) -> int:
-    """Cells per text row: the largest divisor of ``gpus`` that fits in 100 columns (max 8)."""
-    fit = max(1, min(_PER_ROW, (_TEXT_WIDTH - 2) // (width + 2)))
+def _per_row(gpus: int, width: int, columns: int) -> int:
+    """Cells per text row: the largest divisor of ``gpus`` whose box fits ``columns`` (max 8)."""
+    fit = max(1, min(_PER_ROW, (columns - 2) // (width + 2)))
     return max(d for d in range(1, fit + 1) if gpus % d == 0)
 
 
@@ -105,10 +105,10 @@ def _nodes(topo: Topology, cluster: Cluster, color_by: str) -> list[Node]:
 
 
 def _node_lines(
-    node: int, slots: Sequence[Cell | None], width: int, idle: int = 0
+    node: int, slots: Sequence[Cell | None], width: int, columns: int, idle: int = 0
 ) -> list[list[tuple[str, int | None]]]:
     """Lines of one node box; each line is segments ``(text, colour index or None)``."""
-    per_row = _per_row(len(slots), width)
+    per_row = _per_row(len(slots), width, columns)
     inner = per_row * (width + 2)
     title = f" node {node} "
     lines: list[list[tuple[str, int | None]]] = [
@@ -129,23 +129,29 @@ def _node_lines(
         if start + per_row < len(slots):
             lines.append([("│" + " " * inner + "│", None)])
     if idle:
-        note = f" + {idle} more GPUs outside this layout (not drawn)"
-        lines.append([("│" + note[:inner].ljust(inner) + "│", None)])
+        note = f"+ {idle} more GPUs outside this layout (not drawn)"
+        for part in wrap(note, inner - 2):
+            lines.append([("│ " + part.ljust(inner - 1) + "│", None)])
     lines.append([("└" + "─" * inner + "┘", None)])
     return lines
 
 
 def picture(
-    topo: Topology, cluster: Cluster, color_by: str = "pp"
+    topo: Topology, cluster: Cluster, color_by: str = "pp", columns: int = 80
 ) -> list[list[tuple[str, int | None]]]:
-    """All lines of the picture, as coloured segments."""
+    """All lines of the picture, as coloured segments, each at most ``columns`` wide.
+
+    A node box holds as many cells per row as fit (a divisor of the node's GPUs, at most 8;
+    one when even one does not fit), and the legend wraps between words.
+    """
     nodes = _nodes(topo, cluster, color_by)
     width = max(len(f"r{c[0]} {c[1]}") for _, slots, _ in nodes for c in slots if c)
     lines: list[list[tuple[str, int | None]]] = []
     for node, slots, idle in nodes:
-        lines.extend(_node_lines(node, slots, width, idle))
+        lines.extend(_node_lines(node, slots, width, columns, idle))
     axis = dict(_AXES)[color_by]
-    lines.append([(f"colour: {color_by} coordinate ({axis}N); r = global rank", None)])
+    legend = f"colour: {color_by} coordinate ({axis}N); r = global rank"
+    lines.extend([(part, None)] for part in wrap(legend, columns))
     return lines
 
 

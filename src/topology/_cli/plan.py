@@ -15,6 +15,8 @@ from .common import (
     int_type,
     write_json,
 )
+from .simulate import hardware_presets, model_presets
+from .text import fold, table, terminal_width
 
 __all__ = ["register"]
 
@@ -38,9 +40,17 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="number of ranks (default: nodes x gpus-per-node)",
     )
-    parser.add_argument("--model", required=True, action=Once, help="a model preset or a JSON file")
     parser.add_argument(
-        "--hardware", default="h100", action=Once, help="toy, h100 or a100 (default h100)"
+        "--model",
+        required=True,
+        action=Once,
+        help=f"a model preset ({model_presets()}) or a JSON file of model fields",
+    )
+    parser.add_argument(
+        "--hardware",
+        default="h100",
+        action=Once,
+        help=f"a hardware preset: {hardware_presets()} (default h100)",
     )
     parser.add_argument(
         "--top",
@@ -94,8 +104,29 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(result.to_dict())
     else:
-        print(result)
+        print(render(result, terminal_width()))
     return EXIT_OK
+
+
+def render(result: Any, columns: int) -> str:
+    """The plan as text at most ``columns`` wide: what was costed, the ranking, the winner.
+
+    The ranking is a table (place, seconds per step, layout, the lines of the step in seconds)
+    whose layout and breakdown cells wrap between words; the explanation wraps below it.
+    """
+    title, *_ = str(result).split("\n", 1)
+    rows = []
+    for place, est in enumerate(result.ranked, start=1):
+        parts = [f"compute {est.compute:.3g}"]
+        parts += [f"{n} {s:.3g}" for n, s in est.communication if s]
+        if est.bubble:
+            parts.append(f"bubble {est.bubble:.3g}")
+        rows.append((f"{place}.", f"{est.total:.4g}", str(est.topology), ", ".join(parts)))
+    header = ("#", "s/step", "layout", "breakdown (s)")
+    lines = [fold(title, columns), ""]
+    lines += table(header, rows, columns, align=">><<", wrap_columns=(2, 3))
+    lines += ["", fold(result.explain(), columns)]
+    return "\n".join(lines)
 
 
 def _check_plot_target(path: str) -> None:

@@ -16,6 +16,7 @@ from .common import (
     topology_from_args,
     write_json,
 )
+from .text import terminal_width, wrap
 
 __all__ = ["register", "run"]
 
@@ -51,33 +52,50 @@ def run(args: argparse.Namespace) -> int:
         data["communicators"] = list(shared)
         write_json(data)
         return 0
-    out = sys.stdout
-    out.write(f"rank {rank} of {topo}\n")
-    dense = " ".join(f"{k}={v}" for k, v in info.coord("dense").items())
-    out.write(f"  dense grid   {dense}\n")
+    columns = terminal_width()
+    hang = " " * 15
+    lines = wrap(f"rank {rank} of {topo}", columns)
+
+    def field(name: str, text: str) -> None:
+        nonlocal lines
+        lines += wrap(text, columns, f"  {name:<12} ", hang)
+
+    field("dense grid", " ".join(f"{k}={v}" for k, v in info.coord("dense").items()))
     if info.expert:
-        expert = " ".join(f"{k}={v}" for k, v in info.coord("expert").items())
-        out.write(f"  expert grid  {expert}\n")
+        field("expert grid", " ".join(f"{k}={v}" for k, v in info.coord("expert").items()))
     if cluster is not None:
-        out.write(
-            f"  node         {cluster.node_of(rank)}, local GPU {cluster.local_gpu(rank)}"
-            f" (NVLink domain {cluster.domain_of(rank)})\n"
+        field(
+            "node",
+            f"{cluster.node_of(rank)}, local GPU {cluster.local_gpu(rank)} "
+            f"(NVLink domain {cluster.domain_of(rank)})",
         )
     pipe = info.pipeline
-    out.write(
-        f"  pipeline     stage {pipe.stage} of {pipe.num_stages}; prev {pipe.prev}, "
-        f"next {pipe.next} (wraps); first {pipe.first}, last {pipe.last}\n"
+    field(
+        "pipeline",
+        f"stage {pipe.stage} of {pipe.num_stages}; prev {pipe.prev}, next {pipe.next} "
+        f"(wraps); first {pipe.first}, last {pipe.last}",
     )
     embedding = "yes" if pipe.in_embedding else "no"
     position = "yes" if pipe.in_position_embedding else "no"
-    out.write(f"  embedding    word {embedding}, position {position}\n")
-    out.write("  groups       (local rank / size: ranks)\n")
-    width = max(len(kind) for kind in topo.kinds)
+    field("embedding", f"word {embedding}, position {position}")
+    field("groups", "(local rank / size: ranks)")
+    kind_width = max(len(kind) for kind in topo.kinds)
+    where_width = max(len(f"{len(g)}/{len(g)}:") for _, g in info.groups if g is not None)
     for kind, group in info.groups:
+        lead = f"    {kind:<{kind_width}}  "
         if group is None:
-            out.write(f"    {kind:<{width}}  none (stage {pipe.stage} holds no {kind})\n")
+            lines += wrap(f"none (stage {pipe.stage} holds no {kind})", columns, lead, " " * 6)
             continue
-        where = f"{group.index(rank)}/{len(group)}"
-        out.write(f"    {kind:<{width}}  {where:>7}: {abbreviate(group)}\n")
-    out.write(f"  communicators {len(shared)} distinct non-singleton sets: {', '.join(shared)}\n")
+        where = f"{group.index(rank)}/{len(group)}:".rjust(where_width)
+        ranks = abbreviate(group)
+        if len(lead) + len(where) + 1 + len(ranks) <= columns:
+            lines.append(f"{lead}{where} {ranks}")
+        else:  # the ranks on their own line, so the group reads whole
+            lines.append(f"{lead}{where}".rstrip())
+            lines += wrap(ranks, columns, " " * 6, " " * 7)
+    field(
+        "communicators",
+        f"{len(shared)} distinct non-singleton sets: {', '.join(shared)}",
+    )
+    sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -19,6 +19,7 @@ from .common import (
     write_json,
 )
 from .picture import MAX_PICTURE_RANKS, cells, picture, render_rich, render_svg, render_text
+from .text import table, terminal_width, wrap
 
 __all__ = ["register", "run"]
 
@@ -93,21 +94,19 @@ def to_json(topo: Topology, cluster: Cluster | None) -> dict[str, Any]:
     }
 
 
-def _table(topo: Topology, cluster: Cluster | None) -> str:
-    lines = [str(topo), ""]
-    header = f"{'kind':<20} {'size':>8} {'groups':>8}"
-    rows = []
+def _table(topo: Topology, cluster: Cluster | None, columns: int) -> str:
+    header: tuple[str, ...] = ("kind", "size", "groups")
+    rows: list[tuple[object, ...]] = []
     if cluster is not None:
-        header += f" {'nodes/group':>12} {'in node':>8}"
+        header += ("nodes/group", "in node")
         for kind in topo.kinds:
             row = placement(topo, cluster, kind)
-            rows.append(
-                f"{kind:<20} {row.size:>8} {row.groups:>8} {row.nodes:>12} "
-                f"{'yes' if row.intra_node else 'no':>8}"
-            )
+            in_node = "yes" if row.intra_node else "no"
+            rows.append((kind, row.size, row.groups, row.nodes, in_node))
     else:
-        rows = [f"{k:<20} {topo.size(k):>8} {len(topo.groups(k)):>8}" for k in topo.kinds]
-    return "\n".join([*lines, header, *rows]) + "\n"
+        rows = [(k, topo.size(k), len(topo.groups(k))) for k in topo.kinds]
+    lines = [*wrap(str(topo), columns), "", *table(header, rows, columns, align="<>>>>")]
+    return "\n".join(lines) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,13 +130,15 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"cannot write --svg {args.svg!r}: {error.strerror or error}") from None
     if args.json:
         return 0
+    columns = terminal_width()
     if not drawable:
-        print(_table(topo, cluster), end="")
+        print(_table(topo, cluster, columns), end="")
         return 0
-    print(str(topo))
+    print("\n".join(wrap(str(topo), columns)))
     if cluster is None:
-        print(f"(assuming {node_cluster.gpus_per_node} GPUs per node; set --gpus-per-node)")
-    lines = picture(topo, node_cluster, args.color_by)
+        hint = f"(assuming {node_cluster.gpus_per_node} GPUs per node; set --gpus-per-node)"
+        print("\n".join(wrap(hint, columns)))
+    lines = picture(topo, node_cluster, args.color_by, columns)
     if use_color(args):
         try:
             render_rich(lines)

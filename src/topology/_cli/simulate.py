@@ -1,4 +1,9 @@
-"""``topology simulate``: the step time of one layout, or one of seed 003's toy scenarios."""
+"""``topology simulate``: the step time of one layout, or one of the toy teaching scenarios.
+
+The scenarios (0d..4d) run the toy GPU model of the small educational step-time simulator the
+cost model was checked against (README, "Where this differs"): one GPU, then data, tensor,
+pipeline and context parallelism added one at a time.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from .common import (
     topology_from_args,
     write_json,
 )
+from .text import fold, table, terminal_width
 
 __all__ = ["register"]
 
@@ -24,26 +30,31 @@ def register(subparsers: Any) -> None:
     """Add the ``simulate`` command."""
     parser = subparsers.add_parser(
         "simulate",
-        help="estimate one training step of a layout (or a seed 003 scenario)",
+        help="estimate one training step of a layout (or a toy teaching scenario)",
         description="Estimate the step time of a layout: compute, communication per parallel "
-        "dimension on its real groups, pipeline bubble and memory per GPU. --scenario runs "
-        "seed 003's toy GPU (0d..4d) instead.",
+        "dimension on its real groups, pipeline bubble and memory per GPU. --scenario instead "
+        "runs a toy GPU model from the educational step-time simulator the README cites: 0d "
+        "one GPU, 1d data parallel, 2d + tensor parallel, 3d + pipeline, 4d + context parallel.",
     )
     parser.add_argument(
         "--scenario",
         choices=("0d", "1d", "2d", "3d", "4d", "all"),
         action=Once,
-        help="one of seed 003's toy scenarios, or all of them side by side (ignores the layout "
-        "flags)",
+        help="one toy scenario (0d..4d, on the toy GPU model), or all of them side by side; "
+        "ignores the layout flags",
     )
     parser.add_argument(
         "--model",
         default="llama-7b",
         action=Once,
-        help="a model preset or a JSON file (default llama-7b)",
+        help=f"a model preset ({model_presets()}) or a JSON file of model fields "
+        "(default llama-7b)",
     )
     parser.add_argument(
-        "--hardware", default="h100", action=Once, help="toy, h100 or a100 (default h100)"
+        "--hardware",
+        default="h100",
+        action=Once,
+        help=f"a hardware preset: {hardware_presets()} (default h100)",
     )
     add_layout_arguments(parser)
     add_cluster_arguments(parser)
@@ -60,16 +71,17 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             write_json([result.to_dict() for result in results])
         else:
-            print("\n\n".join(map(str, results)))
+            columns = terminal_width()
+            print("\n\n".join(fold(str(result), columns) for result in results))
             print()
-            print(_table(results))
+            print(_table(results, columns))
         return EXIT_OK
     if args.scenario is not None:
         result = scenario(args.scenario)
         if args.json:
             write_json(result.to_dict())
         else:
-            print(result)
+            print(fold(str(result), terminal_width()))
         return EXIT_OK
     topology = topology_from_args(args)
     cluster = cluster_from_args(args)
@@ -83,22 +95,44 @@ def run(args: argparse.Namespace) -> int:
         data.update({"model": model.name, "hardware": hardware.name})
         write_json(data)
     else:
-        print(f"{model.name} on {hardware.name}, {cluster.gpus_per_node} GPUs per node")
-        print(result_estimate)
+        columns = terminal_width()
+        title = f"{model.name} on {hardware.name}, {cluster.gpus_per_node} GPUs per node"
+        print(fold(title, columns))
+        print(fold(str(result_estimate), columns))
     return EXIT_OK
 
 
-def _table(results: list[Any]) -> str:
+def model_presets() -> str:
+    """The model presets ``--model`` accepts, comma-separated."""
+    from topology.cost import MODELS
+
+    return ", ".join(MODELS)
+
+
+def hardware_presets() -> str:
+    """The hardware presets ``--hardware`` accepts, comma-separated."""
+    from topology.cost import HARDWARE
+
+    return ", ".join(HARDWARE)
+
+
+def _table(results: list[Any], columns: int) -> str:
     """One row per scenario: GPUs, compute, communication, bubble, total, and speed-up."""
-    rows = [
-        f"{'':4}{'GPUs':>6}{'compute':>10}{'comm':>10}{'bubble':>10}{'total':>10}{'speed-up':>10}"
-    ]
+    header = ("", "GPUs", "compute", "comm", "bubble", "total", "speed-up")
     base = results[0].estimate.total
+    rows = []
     for result in results:
         e = result.estimate
         comm = sum(seconds for _, seconds in e.communication)
         rows.append(
-            f"{result.name:4}{e.topology.world_size:>6}{e.compute:>10.4g}{comm:>10.4g}"
-            f"{e.bubble:>10.4g}{e.total:>10.4g}{base / e.total:>9.2f}x"
+            (
+                result.name,
+                e.topology.world_size,
+                f"{e.compute:.4g}",
+                f"{comm:.4g}",
+                f"{e.bubble:.4g}",
+                f"{e.total:.4g}",
+                f"{base / e.total:.2f}x",
+            )
         )
-    return "\n".join(rows)
+    return "\n".join(table(header, rows, columns, align="<>>>>>>"))

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import attrs
@@ -95,7 +96,7 @@ class Report:
             "communicators": self.communicators.to_dict(),
         }
 
-    def render(self, *, color: bool = False) -> str:
+    def render(self, *, color: bool = False, width: int | None = None) -> str:
         """The text report ``topology check`` prints, ending in a newline.
 
         A header (layout and cluster), one line per finding in report order (most severe
@@ -106,6 +107,9 @@ class Report:
 
         Args:
             color: wrap each finding's mark in ANSI colours (for a terminal).
+            width: wrap the header and each finding between words into lines of at most
+                this many columns, continuing under the finding's code (``None``: one line
+                per finding, as before). Colour codes do not count towards the width.
 
         >>> from topology import Cluster, Topology, check
         >>> lines = check(Topology(16, tp=16), Cluster(gpus_per_node=8)).render().splitlines()
@@ -115,10 +119,13 @@ class Report:
         ('ERROR tp-larger-than-node', '      e.g. group [0, 1, 2, 3, 4, 5, 6, 7, …]')
         >>> lines[-1]
         'check FAILED (1 error(s))'
+        >>> report = check(Topology(16, tp=16), Cluster(gpus_per_node=8))
+        >>> max(len(line) for line in report.render(width=60).splitlines())
+        60
         """
-        lines = [self._header(), ""]
+        lines = [*_wrapped(self._header(), width, ""), ""]
         for finding in self.findings:
-            lines += _finding_lines(finding, color)
+            lines += _finding_lines(finding, color, width)
         lines += ["", *self._table(), "", self._verdict()]
         return "\n".join(lines) + "\n"
 
@@ -142,12 +149,22 @@ class Report:
         return "check " + ("ok" if self.ok else f"FAILED ({len(self.errors)} error(s))")
 
 
-def _finding_lines(finding: Finding, color: bool) -> list[str]:
-    """A finding's line, then its example group unless it is empty or the finding is info."""
+def _wrapped(text: str, width: int | None, hang: str) -> list[str]:
+    """``text`` as one line (``width`` None) or wrapped between words, continuing with ``hang``."""
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(
+        text, width, subsequent_indent=hang, break_long_words=False, break_on_hyphens=False
+    )
+
+
+def _finding_lines(finding: Finding, color: bool, width: int | None = None) -> list[str]:
+    """A finding's line(s), then its example group unless it is empty or the finding is info."""
     mark = _MARK[finding.severity]
+    lines = _wrapped(f"{mark} {finding.code}: {finding.message}", width, " " * (len(mark) + 1))
     if color:
-        mark = f"{_STYLE[finding.severity]}{mark}\x1b[0m"
-    lines = [f"{mark} {finding.code}: {finding.message}"]
+        styled = f"{_STYLE[finding.severity]}{mark}\x1b[0m"
+        lines[0] = styled + lines[0][len(mark) :]
     example = finding.example
     if example and finding.severity != "info":
         shown = ", ".join(map(str, example[:_EXAMPLE_RANKS]))

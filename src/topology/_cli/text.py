@@ -1,0 +1,142 @@
+"""Text that fits the terminal: its width, prose wrapped between words, and one table renderer.
+
+Every command prints through these three, so a line never exceeds the terminal (80 columns or
+wider) and never breaks inside a word. The width is the terminal's (``COLUMNS`` wins, as
+:func:`shutil.get_terminal_size` reads it), never below :data:`MIN_WIDTH`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from collections.abc import Sequence
+
+__all__ = ["MIN_WIDTH", "fold", "table", "terminal_width", "wrap"]
+
+MIN_WIDTH = 40
+"""The narrowest width text is laid out for, whatever the terminal says."""
+
+_GAP = "  "
+"""Between two table columns."""
+
+
+def terminal_width() -> int:
+    """The terminal's width in columns (``COLUMNS`` first; 80 when unknown), at least 40.
+
+    >>> terminal_width() >= MIN_WIDTH
+    True
+    """
+    return max(MIN_WIDTH, shutil.get_terminal_size((80, 24)).columns)
+
+
+def wrap(text: str, width: int, indent: str = "", hang: str = "") -> list[str]:
+    """``text`` wrapped between words into lines of at most ``width`` columns.
+
+    The first line starts with ``indent``, the others with ``hang``; runs of spaces inside a
+    line are kept, and a word longer than a line stays whole (it is never split).
+
+    >>> wrap("ERROR world-size-mismatch: world_size 16 does not match", 30, hang="      ")
+    ['ERROR world-size-mismatch:', '      world_size 16 does not', '      match']
+    """
+    lines = textwrap.wrap(
+        text,
+        width,
+        initial_indent=indent,
+        subsequent_indent=hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return lines or [indent.rstrip()]
+
+
+def fold(text: str, width: int, hang: int = 4) -> str:
+    """Every line of ``text`` longer than ``width`` wrapped, continuing ``hang`` columns deeper.
+
+    A line keeps its own leading spaces; its continuation lines start ``hang`` spaces further
+    in. Lines that fit are left exactly as they are.
+
+    >>> print(fold("  beats #2 by 0.016 s: less dp comm", 20))
+      beats #2 by 0.016
+          s: less dp
+          comm
+    """
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip(" "))]
+        out += wrap(line.lstrip(" "), width, lead, lead + " " * hang)
+    return "\n".join(out)
+
+
+def _shrink(
+    natural: list[int], floor: list[int], wrappable: Sequence[bool], room: int
+) -> list[int]:
+    """Column widths that fit ``room``: narrow the widest wrappable column, one column at a time."""
+    widths = list(natural)
+    while sum(widths) > room:
+        candidates = [i for i, ok in enumerate(wrappable) if ok and widths[i] > floor[i]]
+        if not candidates:
+            break
+        widest = max(candidates, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
+
+
+def table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    width: int,
+    *,
+    align: str = "",
+    wrap_columns: Sequence[int] | None = None,
+    indent: str = "",
+) -> list[str]:
+    """``rows`` under ``header`` as aligned lines of at most ``width`` columns (where possible).
+
+    Columns are separated by two spaces. When the table is too wide, the wrappable columns
+    (``wrap_columns``, default all) narrow, widest first, and their cells wrap between words
+    onto extra lines of the row; no column becomes narrower than its longest word.
+
+    Args:
+        header: the column titles (an empty string for an untitled column).
+        rows: one sequence of cells per row; cells are shown with ``str``.
+        width: the widest a line may be.
+        align: one character per column, ``<`` (left, the default) or ``>`` (right).
+        wrap_columns: indices of the columns that may wrap.
+        indent: put in front of every line.
+
+    >>> for line in table(("kind", "size"), [("tp", 8), ("dp-cp", 128)], 80, align="<>"):
+    ...     print(line)
+    kind   size
+    tp        8
+    dp-cp   128
+    >>> table(("layout", "why"), [("tp8", "less dp comm than #2")], 18)
+    ['layout  why', 'tp8     less dp', '        comm than', '        #2']
+    """
+    columns = len(header)
+    cells = [[str(cell) for cell in row] for row in rows]
+    aligns = [align[i] if i < len(align) else "<" for i in range(columns)]
+    allowed = set(range(columns) if wrap_columns is None else wrap_columns)
+    wrappable = [i in allowed for i in range(columns)]
+    everything = [list(header), *cells]
+    natural = [max(len(row[i]) for row in everything) for i in range(columns)]
+    floor = [
+        max(max((len(w) for w in row[i].split()), default=0) for row in everything)
+        for i in range(columns)
+    ]
+    room = width - len(indent) - len(_GAP) * (columns - 1)
+    widths = _shrink(natural, floor, wrappable, room)
+    out = []
+    for row in everything:
+        pieces = [
+            wrap(cell, widths[i]) if len(cell) > widths[i] else [cell] for i, cell in enumerate(row)
+        ]
+        for depth in range(max(len(piece) for piece in pieces)):
+            parts = []
+            for i, piece in enumerate(pieces):
+                text = piece[depth] if depth < len(piece) else ""
+                parts.append(text.rjust(widths[i]) if aligns[i] == ">" else text.ljust(widths[i]))
+            out.append((indent + _GAP.join(parts)).rstrip())
+    return out
