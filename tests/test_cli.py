@@ -134,12 +134,13 @@ def test_rank_text_abbreviates_huge_groups() -> None:
 
 
 def test_check_json_equals_library_report() -> None:
-    """check --json is check(...).to_dict() for the same layout and cluster."""
+    """check --json is its schema key, then check(...).to_dict() for the same layout and cluster."""
     topo = Topology(64, tp=8, pp=2)
     data = run_json(
         "check", "-w", "64", "--tp", "8", "--pp", "2", "--gpus-per-node", "8", "--nodes", "8"
     )
-    assert data == json.loads(json.dumps(check(topo, Cluster(8, nodes=8)).to_dict()))
+    report = json.loads(json.dumps(check(topo, Cluster(8, nodes=8)).to_dict()))
+    assert data == {"schema": "rank-topology/check/1", **report}
 
 
 def test_megatron_long_flags_are_aliases() -> None:

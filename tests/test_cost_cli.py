@@ -117,7 +117,10 @@ def test_plan_plot_without_matplotlib_exits_2(tmp_path: Path) -> None:
 def test_simulate_all_scenarios_json(capsys: pytest.CaptureFixture[str]) -> None:
     """`--scenario all --json` lists 0d..4d; 0d is the seed's 32.0 s, and 4d uses 32 GPUs."""
     assert main(["simulate", "--scenario", "all", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    document = json.loads(capsys.readouterr().out)
+    assert list(document) == ["schema", "scenarios"]
+    assert document["schema"] == "rank-topology/simulate/1"
+    data = document["scenarios"]
     assert [d["scenario"] for d in data] == ["0d", "1d", "2d", "3d", "4d"]
     assert data[0]["total_s"] == pytest.approx(32.0)
     assert data[4]["topology"]["world_size"] == 32

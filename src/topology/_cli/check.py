@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("check needs the node size: pass --gpus-per-node G (e.g. 8)")
     report = check(topo, cluster, max_communicators=args.max_communicators)
     if args.json:
-        write_json(report.to_dict())
+        write_json("check", report.to_dict())
     else:
         sys.stdout.write(report.render(color=use_color(args), width=terminal_width()))
     failed = not report.ok or (args.strict and bool(report.warnings))

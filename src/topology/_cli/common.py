@@ -28,6 +28,7 @@ __all__ = [
     "EXIT_INTERNAL",
     "EXIT_INVALID",
     "EXIT_OK",
+    "JSON_SCHEMA_VERSION",
     "MAX_INT",
     "CliError",
     "Once",
@@ -38,6 +39,7 @@ __all__ = [
     "add_output_arguments",
     "cluster_from_args",
     "int_type",
+    "json_schema_id",
     "one_line",
     "suggest",
     "topology_from_args",
@@ -439,9 +441,23 @@ def cluster_from_args(args: argparse.Namespace) -> Cluster | None:
 # -- output -------------------------------------------------------------------------------------
 
 
-def write_json(data: Any) -> None:
-    """Print ``data`` as indented JSON with a trailing newline."""
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+JSON_SCHEMA_VERSION = 1
+"""The version of every command's ``--json`` document; keys are only ever added within one."""
+
+
+def json_schema_id(command: str) -> str:
+    """The ``schema`` value of ``command``'s JSON document (its schema is in docs/schema/).
+
+    >>> json_schema_id("show")
+    'rank-topology/show/1'
+    """
+    return f"rank-topology/{command}/{JSON_SCHEMA_VERSION}"
+
+
+def write_json(command: str, data: Mapping[str, Any]) -> None:
+    """Print ``command``'s JSON object: ``"schema"`` first, then ``data``, indented, newline."""
+    document = {"schema": json_schema_id(command), **data}
+    sys.stdout.write(json.dumps(document, indent=2) + "\n")
 
 
 def use_color(args: argparse.Namespace) -> bool:

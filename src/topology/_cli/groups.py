@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     spelled = _FULL_RANKS if args.full else JSON_RANKS
     if args.json:
         write_json(
+            "groups",
             {
                 "kind": kind,
                 "size": size,
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                 "groups": [groups.ranks(i).to_json(spelled) for i in range(shown)],
                 "truncated": shown < count,
                 "omitted": count - shown,
-            }
+            },
         )
         return 0
     columns = terminal_width()

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         _plot(result, args.plot)
     if args.json:
-        write_json(result.to_dict())
+        write_json("plan", result.to_dict())
     else:
         print(render(result, terminal_width()))
     return EXIT_OK

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         data["local_gpu"] = None if cluster is None else cluster.local_gpu(rank)
         data["nvlink_domain"] = None if cluster is None else cluster.domain_of(rank)
         data["communicators"] = list(shared)
-        write_json(data)
+        write_json("rank", data)
         return 0
     columns = terminal_width()
     hang = " " * 15

@@ -78,8 +78,10 @@ def to_json(topo: Topology, cluster: Cluster | None) -> dict[str, Any]:
                     "expert": info.coord("expert"),
                 }
             )
+    layout = str(topo)
     return {
-        "summary": str(topo),
+        "layout": layout,
+        "summary": layout,  # the name before schema 1, which docs/cli.md promised; same value
         "topology": topo.to_dict(),
         "sizes": _sizes(topo),
         "kinds": {k: {"size": topo.size(k), "groups": len(topo.groups(k))} for k in topo.kinds},
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     topo = topology_from_args(args)
     cluster = cluster_from_args(args)
     if args.json:
-        write_json(to_json(topo, cluster))
+        write_json("show", to_json(topo, cluster))
     drawable = topo.world_size <= MAX_PICTURE_RANKS
     node_cluster = cluster or Cluster(min(_DEFAULT_GPUS, topo.world_size))
     if args.svg:

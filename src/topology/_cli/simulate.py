@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario == "all":
         results = [scenario(name) for name in SCENARIOS]
         if args.json:
-            write_json([result.to_dict() for result in results])
+            write_json("simulate", {"scenarios": [result.to_dict() for result in results]})
         else:
             columns = terminal_width()
             print("\n\n".join(fold(str(result), columns) for result in results))
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario is not None:
         result = scenario(args.scenario)
         if args.json:
-            write_json(result.to_dict())
+            write_json("simulate", result.to_dict())
         else:
             print(fold(str(result), terminal_width()))
         return EXIT_OK
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         data = result_estimate.to_dict()
         data.update({"model": model.name, "hardware": hardware.name})
-        write_json(data)
+        write_json("simulate", data)
     else:
         columns = terminal_width()
         title = f"{model.name} on {hardware.name}, {cluster.gpus_per_node} GPUs per node"
