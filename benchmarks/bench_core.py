@@ -21,16 +21,14 @@ Run: ``python benchmarks/bench_core.py`` (``--quick`` for W up to 2^14).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
-import time
 import warnings
-from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
+
+from _timing import median_seconds, write_result
 
 from topology import Topology
 
@@ -44,16 +42,6 @@ MEGATRON_TOKENS = {
     "edp": "dp",
 }
 ORDER = "tp-cp-ep-dp-pp"
-
-
-def median_seconds(fn: Callable[[], object], repeat: int) -> float:
-    """The median wall time of ``repeat`` calls of ``fn``."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def baseline_groups(world: int, sizes: list[int], mask: list[bool]) -> list[tuple[int, ...]]:
@@ -254,10 +242,7 @@ def main() -> None:
     print(
         f"import topology: {result['import_topology_ms']:.1f} ms (median of 5, fresh interpreter)"
     )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {out}")
+    write_result(args.out, result)
 
 
 if __name__ == "__main__":

@@ -19,30 +19,17 @@ world sizes and repeats).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import statistics
 import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from unittest import mock
+
+from _timing import median_seconds, write_result
 
 from topology import Cluster
 from topology.cost import MODELS, plan
 
 MODEL_NAMES = ("llama-70b", "mixtral-8x7b")
-
-
-def median_seconds(fn: Callable[[], object], repeat: int) -> float:
-    """The median wall time of ``repeat`` calls of ``fn``."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def scanned_divisors(n: int) -> list[int]:
@@ -126,10 +113,7 @@ def main() -> None:
         "repeat": repeat,
         "rows": rows,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {out}")
+    write_result(args.out, result)
 
 
 if __name__ == "__main__":
