@@ -22,12 +22,22 @@ pip_install() {
   .venv/bin/python -m pip --disable-pip-version-check -q install "$@" 2>&1 |
     { grep -v "^WARNING: Location" || true; }
 }
+# The HTML picture's test clicks ranks in a real headless browser: Debian's Chromium and its
+# driver (the tests skip without them, except under CI where they fail).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        chromium chromium-driver; } >/dev/null
+  else
+    echo "note: install Debian's chromium and chromium-driver to run the browser test" >&2
+  fi
+fi
 pip_install "torch==2.13.0"
 pip_install -e ".[torch,test,cli,plot,docs]"
 # Optional differential oracle for the tests: Megatron-core's parallel_state (never a dependency of
 # the library; --no-deps keeps it from pulling anything but the two small packages it imports).
 pip_install --no-deps "megatron-core==0.16.1" numpy einops
-.venv/bin/python -W ignore -c "import torch, topology, topology_torch, hypothesis, megatron.core, pdoc"
+.venv/bin/python -W ignore -c "import torch, topology, topology_torch, hypothesis, megatron.core, pdoc, argcomplete, selenium"
 .venv/bin/ruff --version >/dev/null
 .venv/bin/mypy --version >/dev/null
 echo "$want" > "$stamp"

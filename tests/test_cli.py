@@ -22,7 +22,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "topology", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=600,
         env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1"},
     )
 

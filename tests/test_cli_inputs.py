@@ -42,7 +42,7 @@ def run(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "topology", *argv],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         env={**os.environ, "NO_COLOR": "1", **env},
     )
 
@@ -394,7 +394,7 @@ def test_internal_error_end_to_end() -> None:
     )
     env = {k: v for k, v in os.environ.items() if k != "TOPOLOGY_DEBUG"}
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env
     )
     assert done.returncode == 3 and "Traceback" not in done.stderr
     assert done.stderr.splitlines() == [

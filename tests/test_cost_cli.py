@@ -14,7 +14,7 @@ from topology._cli.main import main
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "topology", *argv], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "topology", *argv], capture_output=True, text=True, timeout=600
     )
 
 
@@ -109,7 +109,7 @@ def test_plan_plot_without_matplotlib_exits_2(tmp_path: Path) -> None:
         f"sys.exit(main(['plan', '-w', '8', '--gpus-per-node', '8', '--model', 'llama-7b', "
         f"'--plot', {str(tmp_path / 'p.png')!r}]))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 2
     assert "--plot needs matplotlib" in done.stderr and "Traceback" not in done.stderr
 
@@ -124,3 +124,19 @@ def test_simulate_all_scenarios_json(capsys: pytest.CaptureFixture[str]) -> None
     assert [d["scenario"] for d in data] == ["0d", "1d", "2d", "3d", "4d"]
     assert data[0]["total_s"] == pytest.approx(32.0)
     assert data[4]["topology"]["world_size"] == 32
+
+
+def test_plot_names_every_layout_fully_and_starts_its_axis_below_compute() -> None:
+    """Each bar's label is the whole layout (vpp included); the axis cuts only compute."""
+    from topology import Cluster
+    from topology._cli.plan import axis_start, plot_labels
+    from topology.cost import MODELS, plan
+
+    result = plan(64, Cluster(8), MODELS["llama-7b"], top=5)
+    labels = plot_labels(result)
+    assert len(set(labels)) == len(labels) == len(result.ranked)
+    for place, (label, estimate) in enumerate(zip(labels, result.ranked, strict=True), start=1):
+        assert " ".join(label.split()) == f"{place}. {' '.join(str(estimate.topology).split())}"
+    assert any("vpp" in label for label in labels)  # the detail a prefix used to drop
+    start = axis_start([e.total for e in result.ranked], [e.compute for e in result.ranked])
+    assert 0 < start < min(e.compute for e in result.ranked)

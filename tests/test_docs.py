@@ -51,7 +51,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     """Run scripts/docs.sh with this interpreter."""
     env = {**os.environ, "PYTHON": sys.executable}
     return subprocess.run(
-        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=600
     )
 
 

@@ -36,6 +36,7 @@ CORE_OPTIONAL = {
     "topology.strategies": {"hypothesis"},  # extra "hypothesis"; `import topology` skips it
     "topology._cli.picture": {"rich"},  # extra "cli", imported inside render_rich only
     "topology._cli.plan": {"matplotlib"},  # extra "plot", imported inside the plot code only
+    "topology._cli.completion": {"argcomplete"},  # extra "cli", imported when completing only
 }
 """Core modules that use an optional extra (pyproject), and the packages that extra brings."""
 

@@ -24,7 +24,7 @@ print(json.dumps({"heavy": heavy, "strategies": lazy}))
 def probe() -> dict[str, object]:
     """Import topology in a fresh interpreter and report what it loaded."""
     out = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=600
     )
     result: dict[str, object] = json.loads(out.stdout)
     return result

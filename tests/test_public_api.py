@@ -6,19 +6,30 @@ import topology
 from topology import strategies
 
 EXPECTED = [
+    "Allocation",
     "Cluster",
     "Finding",
     "Grid",
     "GroupList",
+    "Host",
     "Kind",
+    "Location",
     "Pipeline",
     "Placement",
     "RankInfo",
+    "RankMap",
     "Report",
+    "Tier",
     "Topology",
     "TopologyError",
     "check",
+    "compress_hostlist",
+    "expand_hostlist",
     "hierarchical_groups",
+    "read_allocation",
+    "read_hostfile",
+    "read_slurm_topology",
+    "read_topograph",
 ]
 
 

@@ -16,6 +16,14 @@ from ._megatron.kinds import Kind
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
 from ._megatron.topology import Topology
+from ._preflight.allocation.hostfile import read_hostfile
+from ._preflight.allocation.hostlist import compress_hostlist, expand_hostlist
+from ._preflight.allocation.hosts import Host, Tier
+from ._preflight.allocation.model import Allocation
+from ._preflight.allocation.native_format import read_allocation
+from ._preflight.allocation.rankmap import Location, RankMap
+from ._preflight.allocation.slurm_topology import read_slurm_topology
+from ._preflight.allocation.topograph import read_topograph
 from ._preflight.check import check
 from ._preflight.cluster import Cluster
 from ._preflight.findings import Finding
@@ -23,19 +31,30 @@ from ._preflight.placement import Placement
 from ._preflight.report import Report
 
 __all__ = [
+    "Allocation",
     "Cluster",
     "Finding",
     "Grid",
     "GroupList",
+    "Host",
     "Kind",
+    "Location",
     "Pipeline",
     "Placement",
     "RankInfo",
+    "RankMap",
     "Report",
+    "Tier",
     "Topology",
     "TopologyError",
     "check",
+    "compress_hostlist",
+    "expand_hostlist",
     "hierarchical_groups",
+    "read_allocation",
+    "read_hostfile",
+    "read_slurm_topology",
+    "read_topograph",
 ]
 
 __version__ = "0.1.0"

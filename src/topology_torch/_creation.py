@@ -123,6 +123,7 @@ class Registry:
             list(ranks),
             timeout=channel.timeout,
             backend=channel.backend,
+            pg_options=channel.options,
             group_desc=_describe(channel),
         )
         if self.rank in ranks:
@@ -134,12 +135,19 @@ class Registry:
         if key in self.groups:
             return self.groups[key]
         self.calls += 1
-        name = _naming.group_name(self.generation, ranks, channel.backend, channel.timeout)
+        # a copy, or a group with its own options, is another communicator of the same ranks
+        variant = f"/copy{channel.copy}" if channel.copy else ""
+        if channel.options is not None:
+            variant += f"/options-{channel.kind}"
+        name = _naming.group_name(
+            self.generation + variant, ranks, channel.backend, channel.timeout
+        )
         with _naming.named(name):
             group = dist.new_group(
                 list(ranks),
                 timeout=channel.timeout,
                 backend=channel.backend,
+                pg_options=channel.options,
                 use_local_synchronization=True,
                 group_desc=_describe(channel),
             )
@@ -150,7 +158,10 @@ class Registry:
         """One ``split_group`` of the default group into ``groups`` (NCCL with a bound device)."""
         self.calls += 1
         group = dist.split_group(
-            split_ranks=groups, timeout=channel.timeout, group_desc=_describe(channel)
+            split_ranks=groups,
+            timeout=channel.timeout,
+            pg_options=channel.options,
+            group_desc=_describe(channel),
         )
         mine = next((tuple(g) for g in groups if self.rank in g), None)
         if mine is not None:
@@ -162,7 +173,8 @@ class Registry:
 
 
 def _describe(channel: Channel) -> str:
-    return f"topology:{channel.kind}{':gloo' if channel.gloo else ''}"
+    copy = f":copy{channel.copy}" if channel.copy else ""
+    return f"topology:{channel.kind}{':gloo' if channel.gloo else ''}{copy}"
 
 
 @contextmanager

@@ -1,9 +1,11 @@
 """Which communicators a topology needs, deduplicated, in one global order (private, no torch).
 
-A *channel* is one ``(kind, gloo)`` pair: the main group of a kind, or its gloo companion. A
-communicator is keyed by ``(ranks, backend, timeout)``: two channels whose groups have the same
-ranks, backend and timeout share one communicator. Singleton groups and groups equal to the whole
-default group need no collective and are planned apart.
+A *channel* is one ``(kind, gloo, copy)``: the main group of a kind, its gloo companion, or an
+independent copy (``copy=1``, Megatron's separate all-gather communicator). A communicator is
+keyed by ``(ranks, backend, timeout, copy, options)``: two channels whose groups have the same
+ranks, backend, timeout, copy and ``pg_options`` object share one communicator. Singleton groups
+and groups equal to the whole default group (with its backend and timeout) need no collective and
+are planned apart.
 
 >>> from topology import Topology
 >>> settings = Settings.build(Topology(8, tp=2, pp=2), world_size=8, default_backend="gloo")
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import timedelta
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import attrs
 
@@ -36,17 +38,29 @@ __all__ = [
 ]
 
 Action = Literal["new", "same", "single", "world", "absent"]
-Key = tuple[tuple[int, ...], str | None, timedelta | None]
+Key = tuple[tuple[int, ...], str | None, timedelta | None, int, int | None]
 
 
 @attrs.frozen
 class Channel:
-    """One group a caller can ask for: the ``kind``'s main group, or (``gloo``) its companion."""
+    """One group a caller can ask for: the ``kind``'s main group, (``gloo``) its companion, or
+    (``copy=1``) an independent communicator with the main group's ranks."""
 
     kind: str
     gloo: bool
     backend: str | None  # None: the default group's backend
     timeout: timedelta | None  # None: torch's default for the backend
+    copy: int = 0
+    # torch ``pg_options`` for new_group (e.g. ProcessGroupNCCL.Options); compared by identity
+    options: Any = attrs.field(default=None, eq=False)
+
+    def same_settings(self, other: Channel) -> bool:
+        """Whether groups of both channels with equal ranks may share one communicator."""
+        return (self.backend, self.timeout, self.copy) == (
+            other.backend,
+            other.timeout,
+            other.copy,
+        ) and self.options is other.options
 
 
 def _kind_names(topology: Topology, names: object, argument: str) -> tuple[str, ...]:
@@ -125,6 +139,7 @@ class Settings:
     world_size: int  # of the default group
     default_backend: str
     channels: tuple[Channel, ...]
+    default_timeout: timedelta | None = None  # of the default group (None: unknown)
 
     @classmethod
     def build(
@@ -138,11 +153,16 @@ class Settings:
         backends: Mapping[str, str | None] | None = None,
         timeout: timedelta | Mapping[str, timedelta] | None = None,
         gloo: Iterable[str] | None = ("dp-cp",),
+        independent: Iterable[str] = (),
+        pg_options: Mapping[str, Any] | None = None,
+        world_timeout: timedelta | None = None,
         unusable: Callable[[str], str | None] = lambda name: None,
     ) -> Settings:
         """Validate the arguments of ``ProcessGroups.create`` and list the channels in order.
 
-        ``unusable(name)`` says why a backend cannot be used here (None when it can).
+        ``unusable(name)`` says why a backend cannot be used here (None when it can);
+        ``world_timeout`` is the default group's (a group of every rank with that timeout and
+        the default backend *is* the default group).
         """
         if not isinstance(topology, Topology):
             raise TopologyError(
@@ -157,6 +177,15 @@ class Settings:
             )
         chosen = topology.kinds if kinds is None else _kind_names(topology, kinds, "kinds")
         companions = () if gloo is None else _kind_names(topology, gloo, "gloo")
+        copies = _kind_names(topology, independent, "independent")
+        options: Mapping[str, object] = {}
+        if pg_options is not None:
+            if not isinstance(pg_options, Mapping):
+                raise TopologyError(
+                    f"pg_options must map kinds to torch pg_options, got {shown(pg_options)}; "
+                    "e.g. pg_options={'dp-cp': ProcessGroupNCCL.Options()}"
+                )
+            options = _per_kind(topology, pg_options, "pg_options")[1]
         overrides: Mapping[str, object] = {}
         if backends is not None:
             if not isinstance(backends, Mapping):
@@ -189,10 +218,14 @@ class Settings:
         channels: list[Channel] = []
         for kind in chosen:
             wait = cast("timedelta | None", timeouts.get(kind, default_timeout))
-            channels.append(Channel(kind, False, per_kind.get(kind, main), wait))
+            backend_of_kind = per_kind.get(kind, main)
+            option = options.get(kind)
+            channels.append(Channel(kind, False, backend_of_kind, wait, options=option))
             if kind in companions:
                 channels.append(Channel(kind, True, normal("gloo", "gloo"), wait))
-        return cls(topology, world_size, default_backend, tuple(channels))
+            if kind in copies:
+                channels.append(Channel(kind, False, backend_of_kind, wait, 1, option))
+        return cls(topology, world_size, default_backend, tuple(channels), world_timeout)
 
     def classify(self, ranks: tuple[int, ...], channel: Channel) -> Action | None:
         """``single`` / ``world`` when no new communicator can be needed, else None."""
@@ -200,7 +233,9 @@ class Settings:
             return "single"
         if (
             channel.backend is None
-            and channel.timeout is None
+            and channel.timeout in (None, self.default_timeout)
+            and channel.copy == 0
+            and channel.options is None
             and len(ranks) == self.world_size
             and ranks[0] == 0
         ):
@@ -209,8 +244,9 @@ class Settings:
 
 
 def key_of(ranks: tuple[int, ...], channel: Channel) -> Key:
-    """The identity of a communicator: ranks, backend and timeout."""
-    return (ranks, channel.backend, channel.timeout)
+    """The identity of a communicator: ranks, backend, timeout, copy and options (by identity)."""
+    options = None if channel.options is None else id(channel.options)
+    return (ranks, channel.backend, channel.timeout, channel.copy, options)
 
 
 def local_plan(
@@ -251,8 +287,7 @@ def global_plan(settings: Settings) -> Iterator[tuple[Channel, tuple[int, ...]]]
         earlier = [
             c
             for c in done
-            if (c.backend, c.timeout) == (channel.backend, channel.timeout)
-            and topology.size(c.kind) == topology.size(channel.kind)
+            if c.same_settings(channel) and topology.size(c.kind) == topology.size(channel.kind)
         ]
         for ranks in topology.groups(channel.kind):
             if settings.classify(ranks, channel) is not None:
@@ -286,10 +321,7 @@ def kind_plan(settings: Settings) -> list[tuple[Channel, Action | Channel]]:
             continue
         twin: Action | Channel = "new"
         for earlier, action in plan:
-            if action != "new" or (earlier.backend, earlier.timeout) != (
-                channel.backend,
-                channel.timeout,
-            ):
+            if action != "new" or not earlier.same_settings(channel):
                 continue
             if len(topology.groups(earlier.kind)) == len(groups) and all(
                 _holds(topology, earlier.kind, ranks) for ranks in groups

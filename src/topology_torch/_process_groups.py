@@ -7,6 +7,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, NoReturn
 
+import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.distributed_c10d import default_pg_timeout
@@ -48,12 +49,17 @@ def describe(settings: Settings, strategy: str) -> dict[str, str]:
     facts = {
         "topology": repr(settings.topology),
         "strategy": repr(strategy),
-        "kinds": repr(tuple(c.kind for c in settings.channels if not c.gloo)),
+        "kinds": repr(tuple(c.kind for c in settings.channels if not c.gloo and not c.copy)),
         "gloo companions": repr(tuple(c.kind for c in settings.channels if c.gloo)),
     }
+    copies = tuple(c.kind for c in settings.channels if c.copy)
+    if copies:
+        facts["independent copies"] = repr(copies)
     for channel in settings.channels:
-        if channel.gloo:
+        if channel.gloo or channel.copy:
             continue
+        if channel.options is not None:
+            facts[f"pg_options for {channel.kind}"] = type(channel.options).__name__
         if channel.backend is not None:
             facts[f"backend for {channel.kind}"] = repr(channel.backend)
         if channel.timeout is not None:
@@ -109,6 +115,17 @@ def refuse(problem: TopologyError) -> NoReturn:
     raise problem  # pragma: no cover - join raises for a problem
 
 
+def _default_timeout() -> timedelta | None:
+    """The default group's timeout, when torch tells it (gloo and NCCL do)."""
+    try:
+        default = dist.distributed_c10d._get_default_group()
+        device = torch.device("cuda" if "nccl" in str(dist.get_backend()) else "cpu")
+        wait = default._get_backend(device).options._timeout
+    except Exception:  # another backend, or a torch without these internals
+        return None
+    return wait if isinstance(wait, timedelta) else None
+
+
 def _creation_deadline(settings: Settings, deadline: timedelta) -> timedelta:
     """How long to wait for the slowest rank to finish creating: its groups' own timeouts."""
     waits = [c.timeout for c in settings.channels if c.timeout is not None]
@@ -119,10 +136,11 @@ class ProcessGroups:
     """The torch process groups of one :class:`~topology.Topology`, as seen by this rank.
 
     Build it with :meth:`create`. Identical rank sets share one communicator (with cp=1 the
-    ``dp-cp`` group *is* the ``dp`` group), a group equal to the whole default group is the
-    default group, and a singleton group costs no collective: it is made on first use, by this
-    rank alone (``new_group([rank], use_local_synchronization=True)``), and then serves every
-    kind whose group is just this rank.
+    ``dp-cp`` group *is* the ``dp`` group), a group equal to the whole default group (with its
+    backend and timeout, and no ``pg_options``) is the default group, and a singleton group
+    costs no collective: it is made on first use, by this rank alone
+    (``new_group([rank], use_local_synchronization=True)``), and then serves every kind whose
+    group is just this rank.
 
     >>> import torch.distributed as dist  # doctest: +SKIP
     >>> groups = ProcessGroups.create(Topology(dist.get_world_size(), tp=2))  # doctest: +SKIP
@@ -142,7 +160,7 @@ class ProcessGroups:
         self._rank = rank
         self._slots = slots
         self._registry = registry
-        self._channels = {(c.kind, c.gloo): c for c in settings.channels}
+        self._channels = {(c.kind, c.gloo, c.copy): c for c in settings.channels}
         self._names: dict[str, str] = {}  # kind name as asked -> canonical name (a cache)
         self._destroyed = False
 
@@ -160,6 +178,8 @@ class ProcessGroups:
         gloo: Iterable[str] = ("dp-cp",),
         strategy: str = "auto",
         arrival_timeout: timedelta | None = None,
+        independent: Iterable[str] = (),
+        pg_options: Mapping[str, Any] | None = None,
     ) -> ProcessGroups:
         """Create the torch groups of ``topology`` that this rank belongs to.
 
@@ -190,6 +210,12 @@ class ProcessGroups:
                 kind (NCCL with a bound device); ``"auto"``: split where possible, else local.
             arrival_timeout: how long a rank waits for the others to call ``create``: a positive
                 ``timedelta``; default ``$TOPOLOGY_TORCH_ARRIVAL_TIMEOUT`` seconds, else 60 s.
+            independent: kinds that also get a second, independent communicator with the same
+                ranks (Megatron's separate all-gather group for ``dp-cp``); see
+                :meth:`independent_group`.
+            pg_options: per-kind torch ``pg_options`` for ``new_group`` (e.g.
+                ``{"dp-cp": ProcessGroupNCCL.Options()}``); a kind with options gets its own
+                communicator (never shared with another kind, never the default group).
 
         Raises:
             TopologyError: a bad argument on any rank, a strategy this default group cannot run,
@@ -217,6 +243,9 @@ class ProcessGroups:
                     backends=backends,
                     timeout=timeout,
                     gloo=gloo,
+                    independent=independent,
+                    pg_options=pg_options,
+                    world_timeout=_default_timeout(),
                     unusable=backend_problem,
                 )
                 chosen = resolve_strategy(strategy)
@@ -279,7 +308,7 @@ class ProcessGroups:
     @property
     def kinds(self) -> tuple[str, ...]:
         """The kinds created (a subset of ``topology.kinds``, in its order)."""
-        return tuple(c.kind for c in self._settings.channels if not c.gloo)
+        return tuple(c.kind for c in self._settings.channels if not c.gloo and not c.copy)
 
     @property
     def calls(self) -> int:
@@ -308,6 +337,16 @@ class ProcessGroups:
         """This rank's gloo companion group of ``kind`` (the group itself when it is gloo)."""
         channel = self._channel(kind, gloo=True)
         return self._group(channel)
+
+    def independent_group(self, kind: str) -> Any:
+        """This rank's second communicator of ``kind``: the same ranks as :meth:`group`, its own
+        progress (made when ``kind`` was passed in ``independent=`` to :meth:`create`)."""
+        return self._group(self._channel(kind, gloo=False, copy=1))
+
+    def has_independent(self, kind: str) -> bool:
+        """Whether ``kind`` got an independent second communicator."""
+        name = self._canonical(kind) if isinstance(kind, str) else None
+        return (name, False, 1) in self._channels
 
     def ranks(self, kind: str) -> tuple[int, ...]:
         """The global ranks of this rank's group of ``kind``, in group-rank order."""
@@ -395,7 +434,7 @@ class ProcessGroups:
                 "create new ones with ProcessGroups.create"
             )
 
-    def _channel(self, kind: str, *, gloo: bool) -> Channel:
+    def _channel(self, kind: str, *, gloo: bool, copy: int = 0) -> Channel:
         self._alive()
         if not isinstance(kind, str):
             raise TopologyError(f"kind must be a string like 'tp', got {kind!r}")
@@ -404,9 +443,14 @@ class ProcessGroups:
             raise TopologyError(
                 f"unknown kind {kind!r}; valid kinds: {', '.join(self.topology.kinds)}"
             )
-        channel = self._channels.get((name, gloo))
+        channel = self._channels.get((name, gloo, copy))
         if channel is not None:
             return channel
+        if copy:
+            raise TopologyError(
+                f"kind {kind!r} has no independent communicator; pass "
+                f"independent=({name!r},) to create"
+            )
         if gloo:
             raise TopologyError(
                 f"kind {kind!r} has no gloo companion; pass gloo=({name!r}, ...) to create"

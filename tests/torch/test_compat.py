@@ -5,18 +5,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
-from torch.testing._internal.distributed.fake_pg import FakeStore
 
 import topology_torch
-from tests.torch.world import run_world
+from tests.torch.world import fake_world, run_world
 from topology import TopologyError
 from topology_torch.compat import ezpz, megatron, ml
 
@@ -27,17 +25,6 @@ LAYOUTS = {layout["id"]: layout for layout in GOLDEN}
 def _containing(groups: list[list[int]], rank: int) -> list[int]:
     (group,) = [g for g in groups if rank in g]
     return group
-
-
-@contextmanager
-def fake_world(world_size: int, rank: int) -> Iterator[None]:
-    """The default group is a fake one (no data moves) of ``world_size`` ranks."""
-    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
-    try:
-        yield
-    finally:
-        topology_torch.destroy()
-        dist.destroy_process_group()
 
 
 # -- golden layouts, every rank, fake backend -----------------------------------------------------
@@ -163,8 +150,9 @@ def test_facades_refuse_invalid_input_with_clear_errors() -> None:
             ezpz.initialize_tensor_parallel(16)
         with pytest.raises(TopologyError, match=r"10 is not divisible by 4 \(10 % 4 = 2\)"):
             ezpz.split_tensor_along_last_dim(torch.zeros(3, 10), 4)
-        with pytest.raises(TopologyError, match=r"use_sharp and nccl_communicator_config_path"):
-            megatron.initialize_model_parallel(2, use_sharp=True)
+        with pytest.raises(TopologyError, match=r"only valid with use_sharp=True") as refused:
+            megatron.initialize_model_parallel(2, sharp_enabled_group="dp")
+        assert isinstance(refused.value, AssertionError)  # the class Megatron raises there
         with pytest.raises(TopologyError, match=r"get_embedding_ranks picks stages"):
             megatron.initialize_model_parallel(
                 1, 4, get_embedding_ranks=lambda r: [r[0]] if r[0] == 0 else [r[-1]]

@@ -10,22 +10,12 @@ from typing import Any
 
 import pytest
 import torch.distributed as dist
-from torch.testing._internal.distributed.fake_pg import FakeStore
 
+from tests.torch.world import fake_world
 from topology import Topology
 from topology_torch import ProcessGroups
 
 HAS_MEGATRON = importlib.util.find_spec("megatron") is not None
-
-
-@contextmanager
-def fake_world(world_size: int, rank: int) -> Iterator[None]:
-    """The default group is a fake one (no data moves) of ``world_size`` ranks."""
-    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 @contextmanager

@@ -11,9 +11,8 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
-from torch.testing._internal.distributed.fake_pg import FakeStore
 
-from tests.torch.world import run_world
+from tests.torch.world import fake_world, run_world
 from topology import Topology, TopologyError
 from topology_torch import ProcessGroups
 
@@ -156,16 +155,6 @@ def test_ten_create_destroy_cycles_leave_torch_registry_as_it_was() -> None:
 
 
 # -- in-process, fake backend -----------------------------------------------------------------
-
-
-@contextmanager
-def fake_world(world_size: int, rank: int) -> Iterator[None]:
-    """The default group is a fake one (no data moves) of ``world_size`` ranks."""
-    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 @contextmanager

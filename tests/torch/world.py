@@ -1,6 +1,8 @@
-"""Run a function on every rank of a real multi-process gloo world (spawned, localhost store).
+"""Worlds for the adapter's tests: a real multi-process gloo world (spawned, localhost store),
+or one rank of a ``fake`` world in this process (no data moves) for group-creation tests.
 
 >>> run_world(4, _example)  # doctest: +SKIP
+>>> with fake_world(8, 3): ...  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ import os
 import socket
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-__all__ = ["run_world"]
+__all__ = ["fake_world", "run_world"]
 
 
 def _free_port() -> int:
@@ -82,3 +85,18 @@ def run_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: floa
         bad = [p.exitcode for p in processes if p.exitcode != 0]
         if bad:
             raise AssertionError(f"ranks exited with codes {bad}")
+
+
+@contextmanager
+def fake_world(world_size: int, rank: int) -> Iterator[None]:
+    """Be ``rank`` of a fake default group of ``world_size`` ranks; release every group after."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    import topology_torch
+
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+    try:
+        yield
+    finally:
+        topology_torch.destroy()
+        dist.destroy_process_group()

@@ -15,6 +15,7 @@ from .common import (
     topology_from_args,
     write_json,
 )
+from .completion import kind_names, with_completer
 from .text import terminal_width, wrap
 
 __all__ = ["register", "run"]
@@ -34,7 +35,10 @@ def register(subparsers: Any) -> None:
         description="List every group of KIND in Megatron's order (Megatron names such as mp, "
         "dp_cp or expt_dp are accepted).",
     )
-    parser.add_argument("kind", help="group kind, e.g. tp, dp, dp-cp, pp, ep, edp, embedding")
+    kind = parser.add_argument(
+        "kind", help="group kind, e.g. tp, dp, dp-cp, pp, ep, edp, embedding"
+    )
+    with_completer(kind, kind_names)
     parser.add_argument(
         "--limit",
         type=int,

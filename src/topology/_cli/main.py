@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 from .. import __version__
 from .._errors import TopologyError
-from . import check, groups, plan, rank, show, simulate
+from . import check, completion, groups, plan, rank, show, simulate
 from .common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CliError, Parser, one_line
 
 __all__ = ["COMMANDS", "EPILOG", "build_parser", "main"]
 
-COMMANDS = (show, groups, rank, check, simulate, plan)
+COMMANDS = (show, groups, rank, check, simulate, plan, completion)
 """Command modules, in the order ``--help`` lists them."""
 
 EPILOG = (
@@ -74,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = "topology"
     try:
         parser = build_parser()
+        completion.complete(parser)  # a shell asking for completions: answer and exit
         args, extra = parser.parse_known_args(argv)
         if extra:  # reported by the command's own parser, under its name, with a suggestion
             _command_parser(parser, args.command).error(

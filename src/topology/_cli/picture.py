@@ -13,6 +13,7 @@ from html import escape
 
 from .._megatron.topology import Topology
 from .._preflight.cluster import Cluster
+from .colours import palette, text_on
 from .text import wrap
 
 __all__ = ["MAX_PICTURE_RANKS", "Cell", "cells", "render_rich", "render_svg", "render_text"]
@@ -24,18 +25,6 @@ MAX_NODE_SLOTS = 64
 """A node with more GPUs than this is drawn with the layout's GPUs only, idle ones counted."""
 
 _AXES = (("tp", "t"), ("pp", "p"), ("dp", "d"), ("cp", "c"), ("ep", "e"))
-_PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#59a14f",
-    "#e15759",
-    "#76b7b2",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
-)
 _PER_ROW = 8
 
 
@@ -166,10 +155,12 @@ def render_rich(lines: list[list[tuple[str, int | None]]]) -> None:
     from rich.text import Text
 
     console = Console(highlight=False)
+    used = [colour for line in lines for _, colour in line if colour is not None]
+    colours = palette(max(used, default=0) + 1)
     for line in lines:
         text = Text()
         for segment, colour in line:
-            style = None if colour is None else f"bold {_PALETTE[colour % len(_PALETTE)]}"
+            style = None if colour is None else f"bold {colours[colour]}"
             text.append(segment, style=style)
         console.print(text, soft_wrap=True)
 
@@ -177,6 +168,8 @@ def render_rich(lines: list[list[tuple[str, int | None]]]) -> None:
 def render_svg(topo: Topology, cluster: Cluster, color_by: str = "pp") -> str:
     """The same picture as a standalone SVG document."""
     nodes = _nodes(topo, cluster, color_by)
+    used = [slot[2] for _, slots, _ in nodes for slot in slots if slot is not None]
+    colours = palette(max(used, default=0) + 1)
     cell_w, cell_h, pad, title_h = 120, 34, 8, 22
     drawn = max(len(slots) for _, slots, _ in nodes)
     per_row = min(_PER_ROW, drawn)
@@ -209,13 +202,13 @@ def render_svg(topo: Topology, cluster: Cluster, color_by: str = "pp") -> str:
                 )
                 continue
             rank, text, colour = slot
-            fill = _PALETTE[colour % len(_PALETTE)]
+            fill, ink = colours[colour], text_on(colours[colour])
             out.append(
                 f'<rect x="{x}" y="{y}" width="{cell_w}" height="{cell_h}" rx="3" '
                 f'fill="{fill}" stroke="#333"><title>rank {rank}: {escape(text)}</title></rect>'
             )
-            out.append(f'<text x="{x + 6}" y="{y + 14}" fill="white">r{rank}</text>')
-            out.append(f'<text x="{x + 6}" y="{y + 28}" fill="white">{escape(text)}</text>')
+            out.append(f'<text x="{x + 6}" y="{y + 14}" fill="{ink}">r{rank}</text>')
+            out.append(f'<text x="{x + 6}" y="{y + 28}" fill="{ink}">{escape(text)}</text>')
     out.append(
         f'<text x="{pad}" y="{height - 8}">{escape(str(topo))}; colour: {color_by} '
         "coordinate</text>"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 from .common import (
@@ -15,7 +17,7 @@ from .common import (
     int_type,
     write_json,
 )
-from .simulate import hardware_presets, model_presets
+from .simulate import add_preset_arguments
 from .text import fold, table, terminal_width
 
 __all__ = ["register"]
@@ -40,18 +42,7 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="number of ranks (default: nodes x gpus-per-node)",
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        action=Once,
-        help=f"a model preset ({model_presets()}) or a JSON file of model fields",
-    )
-    parser.add_argument(
-        "--hardware",
-        default="h100",
-        action=Once,
-        help=f"a hardware preset: {hardware_presets()} (default h100)",
-    )
+    add_preset_arguments(parser, model_default=None)
     parser.add_argument(
         "--top",
         type=int_type("top"),
@@ -140,22 +131,56 @@ def _check_plot_target(path: str) -> None:
         ) from None
 
 
+def plot_labels(result: Any) -> list[str]:
+    """One full label per ranked layout (order, vpp and all), wrapped to two lines at most.
+
+    The layouts that decide a ranking often differ only in the parenthesis (``vpp2``, the
+    fastest axis), so nothing of the layout's name is dropped.
+    """
+    return [
+        f"{place}. " + "\n".join(textwrap.wrap(str(estimate.topology), 34))
+        for place, estimate in enumerate(result.ranked, start=1)
+    ]
+
+
+def axis_start(totals: Sequence[float], computes: Sequence[float]) -> float:
+    """Where the seconds axis starts: just below the smallest compute time (never below 0).
+
+    Every layout of a plan computes about as long; the ranking is decided by communication and
+    the bubble, stacked after compute. Bars from 0 squeeze those into the last sliver of the
+    plot; starting just before the first bar's compute ends shows all of them at full width.
+
+    >>> axis_start([8.08, 8.1, 8.27], [7.77, 7.77, 7.77])
+    7.72
+    >>> axis_start([1.0, 3.0], [0.2, 0.2])
+    0.0
+    """
+    lowest = min(computes)
+    margin = 0.1 * (max(totals) - lowest)
+    return max(0.0, round(lowest - margin, 10))
+
+
 def _plot(result: Any, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [str(e.topology).split(" (")[0] for e in result.ranked]
-    figure, axes = plt.subplots(figsize=(8, 1.2 + 0.5 * max(1, len(labels))))
+    labels = plot_labels(result)
+    totals = [e.total for e in result.ranked]
+    figure, axes = plt.subplots(figsize=(9, 1.2 + 0.7 * max(1, len(labels))))
     left = [0.0] * len(labels)
     for line in _PLOT_LINES:
         values = [_value(e, line) for e in result.ranked]
         if any(values):
             axes.barh(labels, values, left=left, label=line)
             left = [a + b for a, b in zip(left, values, strict=True)]
+    start = axis_start(totals, [e.compute for e in result.ranked])
+    axes.set_xlim(start, max(totals) + 0.05 * (max(totals) - start))
     axes.invert_yaxis()
-    axes.set_xlabel("seconds per step")
+    axes.tick_params(axis="y", labelsize="small")
+    note = f" (axis starts at {start:.3g} s: compute bars are cut)" if start > 0 else ""
+    axes.set_xlabel(f"seconds per step{note}")
     axes.set_title(f"{result.model} on {result.world_size} x {result.hardware}")
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     figure.tight_layout()

@@ -18,6 +18,7 @@ from .common import (
     use_color,
     write_json,
 )
+from .html import html_page
 from .picture import MAX_PICTURE_RANKS, cells, picture, render_rich, render_svg, render_text
 from .text import table, terminal_width, wrap
 
@@ -45,6 +46,11 @@ def register(subparsers: Any) -> None:
         help="colour cells by this axis's coordinate (default pp)",
     )
     parser.add_argument("--svg", metavar="FILE", help="also write the picture as SVG to FILE")
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write an interactive page to FILE (any size; hover a rank to see its groups)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -111,8 +117,17 @@ def _table(topo: Topology, cluster: Cluster | None, columns: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _write(path: str, flag: str, text: str) -> None:
+    """Write ``text`` to ``path`` or raise a CliError naming ``flag``."""
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        raise CliError(f"cannot write {flag} {path!r}: {error.strerror or error}") from None
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the picture, table or JSON; write the SVG if asked."""
+    """Print the picture, table or JSON; write the SVG and the HTML page if asked."""
     topo = topology_from_args(args)
     cluster = cluster_from_args(args)
     if args.json:
@@ -125,11 +140,9 @@ def run(args: argparse.Namespace) -> int:
                 f"--svg draws worlds of at most {MAX_PICTURE_RANKS} ranks, got world_size "
                 f"{topo.world_size}; use --json for larger layouts"
             )
-        try:
-            with open(args.svg, "w", encoding="utf-8") as handle:
-                handle.write(render_svg(topo, node_cluster, args.color_by))
-        except OSError as error:
-            raise CliError(f"cannot write --svg {args.svg!r}: {error.strerror or error}") from None
+        _write(args.svg, "--svg", render_svg(topo, node_cluster, args.color_by))
+    if args.html:
+        _write(args.html, "--html", html_page(topo, node_cluster, args.color_by))
     if args.json:
         return 0
     columns = terminal_width()

@@ -21,6 +21,7 @@ from .common import (
     topology_from_args,
     write_json,
 )
+from .completion import with_completer
 from .text import fold, table, terminal_width
 
 __all__ = ["register"]
@@ -43,19 +44,7 @@ def register(subparsers: Any) -> None:
         help="one toy scenario (0d..4d, on the toy GPU model), or all of them side by side; "
         "ignores the layout flags",
     )
-    parser.add_argument(
-        "--model",
-        default="llama-7b",
-        action=Once,
-        help=f"a model preset ({model_presets()}) or a JSON file of model fields "
-        "(default llama-7b)",
-    )
-    parser.add_argument(
-        "--hardware",
-        default="h100",
-        action=Once,
-        help=f"a hardware preset: {hardware_presets()} (default h100)",
-    )
+    add_preset_arguments(parser, model_default="llama-7b")
     add_layout_arguments(parser)
     add_cluster_arguments(parser)
     add_output_arguments(parser)
@@ -102,18 +91,48 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def model_presets() -> str:
-    """The model presets ``--model`` accepts, comma-separated."""
+def add_preset_arguments(parser: argparse.ArgumentParser, *, model_default: str | None) -> None:
+    """Add ``--model`` (required when ``model_default`` is None) and ``--hardware``."""
+    default = "" if model_default is None else f" (default {model_default})"
+    model = parser.add_argument(
+        "--model",
+        default=model_default,
+        required=model_default is None,
+        action=Once,
+        help=f"a model preset ({model_presets()}) or a JSON file of model fields{default}",
+    )
+    hardware = parser.add_argument(
+        "--hardware",
+        default="h100",
+        action=Once,
+        help=f"a hardware preset: {hardware_presets()} (default h100)",
+    )
+    with_completer(model, model_names)
+    with_completer(hardware, hardware_names)
+
+
+def model_names() -> list[str]:
+    """The model presets ``--model`` accepts."""
     from topology.cost import MODELS
 
-    return ", ".join(MODELS)
+    return list(MODELS)
+
+
+def hardware_names() -> list[str]:
+    """The hardware presets ``--hardware`` accepts."""
+    from topology.cost import HARDWARE
+
+    return list(HARDWARE)
+
+
+def model_presets() -> str:
+    """The model presets ``--model`` accepts, comma-separated."""
+    return ", ".join(model_names())
 
 
 def hardware_presets() -> str:
     """The hardware presets ``--hardware`` accepts, comma-separated."""
-    from topology.cost import HARDWARE
-
-    return ", ".join(HARDWARE)
+    return ", ".join(hardware_names())
 
 
 def _table(results: list[Any], columns: int) -> str:

@@ -6,6 +6,15 @@ groups are [0, 1], [2, 3], ..., the cp groups [0, 2], [1, 3], ..., the pp groups
 ... and the dp groups [0, 8], [1, 9], ... SPMD contract: call ``initialize_tensor_parallel`` and
 ``destroy_tensor_parallel`` on every rank, with equal arguments, in the same order.
 
+As in ezpz's current release, ``get_tensor_parallel_rank()`` and
+``get_tensor_parallel_world_size()`` answer 0 and 1 before initialisation (every rank is alone in
+a trivial tp group), so callers may log them unconditionally; every other getter raises
+:class:`NotInitializedError` ("... is not initialized"). Misuse raises
+:class:`FacadeAssertionError` (a ``TopologyError`` and the ``AssertionError`` ezpz raises).
+
+>>> get_tensor_parallel_rank(), get_tensor_parallel_world_size()
+(0, 1)
+
 >>> divide_and_check_no_remainder(12, 4)
 3
 >>> [t.shape[-1] for t in split_tensor_along_last_dim(torch.zeros(2, 6), 3)]
@@ -14,8 +23,9 @@ groups are [0, 1], [2, 3], ..., the cp groups [0, 2], [1, 3], ..., the pp groups
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -24,6 +34,7 @@ from topology import Topology, TopologyError
 
 from .. import _default
 from .._process_groups import ProcessGroups, refuse, require_initialized
+from ._errors import FacadeAssertionError, NotInitializedError
 
 __all__ = [
     "destroy_tensor_parallel",
@@ -53,19 +64,32 @@ __all__ = [
 
 
 OWNER = _default.Owner("compat.ezpz", "initialize_tensor_parallel()", "destroy_tensor_parallel()")
+T = TypeVar("T")
+
+
+def _as_assertion(call: Callable[[], T]) -> T:
+    """Run ``call``, re-raising a plain ``TopologyError`` as :class:`FacadeAssertionError`."""
+    try:
+        return call()
+    except FacadeAssertionError:
+        raise
+    except TopologyError as error:
+        raise FacadeAssertionError(str(error)) from error
 
 
 def ensure_divisibility(numerator: int, denominator: int) -> None:
-    """Raise ``TopologyError`` unless ``denominator`` divides ``numerator``.
+    """Raise :class:`FacadeAssertionError` unless ``denominator`` divides ``numerator``.
 
-    >>> ensure_divisibility(10, 4)
-    Traceback (most recent call last):
-    topology._errors.TopologyError: 10 is not divisible by 4 (10 % 4 = 2); choose a divisor of 10
+    >>> try:
+    ...     ensure_divisibility(10, 4)
+    ... except AssertionError as error:
+    ...     print(error)
+    10 is not divisible by 4 (10 % 4 = 2); choose a divisor of 10
     """
     if type(denominator) is not int or denominator < 1:
-        raise TopologyError(f"denominator must be a positive int, got {denominator!r}")
+        raise FacadeAssertionError(f"denominator must be a positive int, got {denominator!r}")
     if numerator % denominator:
-        raise TopologyError(
+        raise FacadeAssertionError(
             f"{numerator} is not divisible by {denominator} "
             f"({numerator} % {denominator} = {numerator % denominator}); "
             f"choose a divisor of {numerator}"
@@ -73,7 +97,7 @@ def ensure_divisibility(numerator: int, denominator: int) -> None:
 
 
 def divide_and_check_no_remainder(numerator: int, denominator: int) -> int:
-    """``numerator // denominator``, raising ``TopologyError`` if there is a remainder."""
+    """``numerator // denominator``, raising :class:`FacadeAssertionError` on a remainder."""
     ensure_divisibility(numerator, denominator)
     return numerator // denominator
 
@@ -102,30 +126,41 @@ def initialize_tensor_parallel(
     """Create the tp, cp, pp and dp groups of the whole default group.
 
     Unlike ezpz, a ``tensor_parallel_size`` larger than the world is an error, not clamped.
+    SPMD contract: call on every rank, with equal arguments, in the same order.
 
     Raises:
-        TopologyError: invalid sizes (with the arithmetic; on every rank), or already initialized.
+        FacadeAssertionError: torch.distributed is not initialized, invalid sizes (with the
+            arithmetic; on every rank), or already initialized.
     """
+    _as_assertion(
+        lambda: _create(
+            tensor_parallel_size,
+            pipeline_parallel_size,
+            context_parallel_size,
+            {
+                "tp": tensor_parallel_backend,
+                "cp": context_parallel_backend,
+                "pp": pipeline_parallel_backend,
+                "dp": data_parallel_backend,
+            },
+            timeout,
+        )
+    )
+
+
+def _create(
+    tp: int, pp: int, cp: int, backends: dict[str, str | None], timeout: timedelta | None
+) -> None:
     require_initialized("initialize_tensor_parallel")
     try:
-        topology = Topology.ezpz(
-            dist.get_world_size(),
-            tp=tensor_parallel_size,
-            pp=pipeline_parallel_size,
-            cp=context_parallel_size,
-        )
+        topology = Topology.ezpz(dist.get_world_size(), tp=tp, pp=pp, cp=cp)
     except TopologyError as problem:
         refuse(problem)  # every rank hears of it, nobody waits
     _default.claim(
         OWNER,
         topology,
         kinds=("tp", "cp", "pp", "dp"),
-        backends={
-            "tp": tensor_parallel_backend,
-            "cp": context_parallel_backend,
-            "pp": pipeline_parallel_backend,
-            "dp": data_parallel_backend,
-        },
+        backends=backends,
         timeout=timeout,
         gloo=(),
     )
@@ -135,9 +170,9 @@ def destroy_tensor_parallel() -> None:
     """Destroy the groups (ezpz only forgot them; these are released); a no-op when none.
 
     Raises:
-        TopologyError: the default groups were made by another façade (they are left alone).
+        FacadeAssertionError: the default groups were made by another façade (left alone).
     """
-    _default.release(OWNER)
+    _as_assertion(lambda: _default.release(OWNER))
 
 
 def tensor_parallel_is_initialized() -> bool:
@@ -146,7 +181,13 @@ def tensor_parallel_is_initialized() -> bool:
 
 
 def _groups() -> ProcessGroups:
-    return _default.owned(OWNER)
+    groups = _default.held_by(OWNER)
+    if groups is None:
+        try:
+            return _default.owned(OWNER)
+        except TopologyError as error:
+            raise NotInitializedError(str(error)) from None
+    return groups
 
 
 def get_tensor_parallel_group() -> Any:
@@ -160,18 +201,27 @@ def get_tensor_parallel_ranks() -> list[int]:
 
 
 def get_tensor_parallel_rank() -> int:
-    """This rank's position in its tensor-parallel group."""
-    return _groups().rank("tp")
+    """This rank's position in its tensor-parallel group; 0 before initialisation."""
+    groups = _default.held_by(OWNER)
+    return 0 if groups is None else groups.rank("tp")
 
 
 def get_tensor_parallel_world_size() -> int:
-    """tp."""
-    return _groups().size("tp")
+    """tp; 1 before initialisation (the trivial group of this rank alone)."""
+    groups = _default.held_by(OWNER)
+    return 1 if groups is None else groups.size("tp")
 
 
 def get_tensor_parallel_src_rank() -> int:
-    """The global rank of position 0 in this rank's tensor-parallel group."""
-    return _groups().ranks("tp")[0]
+    """The global rank of position 0 in this rank's tensor-parallel group.
+
+    Before initialisation this rank is alone in its group: its own global rank (0 when
+    torch.distributed is not initialized either).
+    """
+    groups = _default.held_by(OWNER)
+    if groups is not None:
+        return groups.ranks("tp")[0]
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 def get_data_parallel_group() -> Any:

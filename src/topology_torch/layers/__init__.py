@@ -20,7 +20,14 @@ torch.Size([2, 8])
 
 from ._embedding import ParallelEmbedding, VocabParallelEmbedding
 from ._ids import IdOutOfRangeError
-from ._init import INIT_TYPES, InitType, initialize_model_parallel_affine_weight_
+from ._init import (
+    INIT_TYPES,
+    InitType,
+    initialize_model_parallel_affine_weight_,
+)
+from ._init import (
+    _initialize_affine_weight as _initialize_affine_weight,  # fairscale's name
+)
 from ._linear import ColumnParallelLinear, RowParallelLinear
 
 __all__ = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal, get_args
 
 import torch
@@ -11,12 +12,16 @@ from torch import nn
 from topology import TopologyError
 
 from .._debug_checks import show as _show
-from ..ops import _all_gather, group_rank, group_size, resolve_group
+from ..ops import group_rank, group_size, mp_gather, resolve_group
 from ._args import check_size
 
 __all__ = [
     "INIT_TYPES",
+    "InitMethod",
     "InitType",
+    "Initializer",
+    "_initialize_affine_weight",
+    "choose_init",
     "gather_master",
     "init_master_",
     "initialize_model_parallel_affine_weight_",
@@ -41,24 +46,58 @@ InitType = Literal[
     "ones",
 ]
 INIT_TYPES: tuple[InitType, ...] = get_args(InitType)
+InitMethod = Callable[[torch.Tensor], Any]
+"""A function that fills a tensor in place, like ``torch.nn.init.normal_`` (fairscale's style)."""
+Initializer = InitType | InitMethod
+"""An initialisation: one of :data:`INIT_TYPES` or an :data:`InitMethod`."""
 
 STD = 0.02
 CONSTANT = 0.1
 
 
 def check_init_type(init_type: object) -> None:
-    """Raise :class:`TopologyError` unless ``init_type`` is one of :data:`INIT_TYPES`."""
+    """Raise :class:`TopologyError` unless ``init_type`` is in :data:`INIT_TYPES` or callable."""
+    if callable(init_type) and not isinstance(init_type, (str, type)):
+        return
     if type(init_type) is not str or init_type not in INIT_TYPES:
         raise TopologyError(
-            f"init_type({_show(init_type)}) is not an initialisation type; "
-            f"use one of {', '.join(INIT_TYPES)}"
+            f"init_type({_show(init_type)}) is not an initialisation type; use one of "
+            f"{', '.join(INIT_TYPES)}, or a function such as torch.nn.init.normal_"
         )
 
 
-def init_master_(master: torch.Tensor, init_type: str) -> torch.Tensor:
+def choose_init(init_type: object, init_method: object) -> Initializer:
+    """The initialisation a layer uses: ``init_method`` (fairscale's keyword) or ``init_type``.
+
+    >>> from torch import nn
+    >>> choose_init("normal", None), choose_init("xavier_normal", nn.init.zeros_).__name__
+    ('normal', 'zeros_')
+
+    Raises:
+        TopologyError: both are given (a non-default ``init_type`` and an ``init_method``), or
+            ``init_method`` is not callable.
+    """
+    if init_method is None:
+        check_init_type(init_type)
+        return init_type  # type: ignore[return-value]
+    if not callable(init_method) or isinstance(init_method, (str, type)):
+        raise TopologyError(
+            f"init_method({_show(init_method)}) must be a function that fills a tensor in "
+            "place, such as torch.nn.init.normal_; pass init_type= for a named initialisation"
+        )
+    if init_type != "xavier_normal":
+        raise TopologyError(
+            f"init_type({_show(init_type)}) and init_method({_show(init_method)}) were both "
+            "given; pass only one of them"
+        )
+    return init_method  # type: ignore[return-value]
+
+
+def init_master_(master: torch.Tensor, init_type: Initializer) -> torch.Tensor:
     """Initialise a full 2-d ``(out, in)`` ``master`` in place with ``init_type`` and return it.
 
-    ``normal`` and ``biased_normal`` draw N(0, 0.02²), ``trunc_normal`` the same cut at ±2σ,
+    A callable ``init_type`` is called on ``master`` (as fairscale's ``init_method``). ``normal``
+    and ``biased_normal`` draw N(0, 0.02²), ``trunc_normal`` the same cut at ±2σ,
     ``uniform`` U(-1/√in, 1/√in) (the bound of ``nn.Linear``), ``dirac`` the identity matrix,
     ``constant`` 0.1; the others are the ``torch.nn.init`` functions of the same name with their
     defaults.
@@ -69,7 +108,9 @@ def init_master_(master: torch.Tensor, init_type: str) -> torch.Tensor:
     """
     check_init_type(init_type)
     with torch.no_grad():
-        if init_type == "orthogonal":
+        if not isinstance(init_type, str):
+            init_type(master)
+        elif init_type == "orthogonal":
             nn.init.orthogonal_(master)
         elif init_type in ("normal", "biased_normal"):
             nn.init.normal_(master, std=STD)
@@ -151,17 +192,20 @@ def to_master_order(x: torch.Tensor, dim: int, size: int, stride: int) -> torch.
 def gather_master(
     local: torch.Tensor, dim: int, stride: int = 1, group: Any = None
 ) -> torch.Tensor:
-    """All-gather the shards ``local`` along ``dim`` into the full master tensor (detached).
+    """All-gather the shards ``local`` along ``dim`` into the full master tensor, differentiably.
+
+    The master is a new tensor (never ``local`` itself). Its gradient flows back to this rank's
+    shard: each rank keeps its own slice of the master's gradient, without a reduction, so a
+    model computed from master weights on every rank backpropagates into the sharded parameters
+    exactly as the parallel model does (ml-starter's ``master_weight``).
 
     SPMD contract: call on every rank of ``group``, in the same order.
     """
     group = resolve_group(group)
     size = group_size(group)
-    with torch.no_grad():
-        if size == 1:
-            return local.detach().clone()
-        full = _all_gather(local.detach(), dim, size, group, "master_weight")
-        return to_master_order(full, dim, size, stride)
+    if size == 1:
+        return local.clone()
+    return to_master_order(mp_gather(local, dim, group), dim, size, stride)
 
 
 def _check_weight(weight: object, master: tuple[int, int], dim: int, part: int) -> None:
@@ -183,11 +227,14 @@ def initialize_model_parallel_affine_weight_(
     in_features: int,
     per_partition_size: int,
     partition_dim: int,
-    init_type: InitType = "xavier_normal",
+    init_type: Initializer = "xavier_normal",
     stride: int = 1,
     group: Any = None,
 ) -> None:
     """Initialise the full ``(out_features, in_features)`` master weight and copy this rank's slice.
+
+    ``init_type`` is one of :data:`INIT_TYPES` or a function filling a tensor in place (such as
+    ``torch.nn.init.normal_``, fairscale's ``init_method``), applied to the whole master.
 
     Every rank draws the same master from the global torch generator (seed it equally on every
     rank with ``torch.manual_seed``), in fp32 on ``weight``'s device, and keeps the slice
@@ -205,6 +252,29 @@ def initialize_model_parallel_affine_weight_(
     >>> w.sum().item()
     12.0
     """
+    _affine(
+        weight,
+        out_features,
+        in_features,
+        per_partition_size,
+        partition_dim,
+        init_type,
+        stride,
+        group,
+    )
+
+
+def _affine(
+    weight: torch.Tensor,
+    out_features: int,
+    in_features: int,
+    per_partition_size: int,
+    partition_dim: int,
+    init_type: Initializer,
+    stride: int,
+    group: Any,
+) -> torch.Tensor:
+    """:func:`initialize_model_parallel_affine_weight_`, returning the master it drew."""
     check_init_type(init_type)
     for name, value in (
         ("out_features", out_features),
@@ -232,3 +302,50 @@ def initialize_model_parallel_affine_weight_(
     local = shard(master, partition_dim, size, group_rank(group), stride)
     with torch.no_grad():
         weight.copy_(local)
+    return master
+
+
+def _initialize_affine_weight(
+    weight: torch.Tensor,
+    out_features: int,
+    in_features: int,
+    per_partition_size: int,
+    partition_dim: int,
+    init_method: Initializer,
+    stride: int = 1,
+    return_master_weight: bool = False,
+    *,
+    group: Any = None,
+) -> torch.Tensor | None:
+    """fairscale's name and signature for :func:`initialize_model_parallel_affine_weight_`.
+
+    Draws the full master with ``init_method`` (from the global generator: seed every rank
+    equally), copies this rank's slice into ``weight`` and returns the master when
+    ``return_master_weight`` (else None). ``per_partition_size`` is this rank's share of the
+    partitioned dim, as in fairscale.
+
+    >>> import torch
+    >>> from topology_torch.ops import _SingleRank
+    >>> w = torch.empty(2, 3)
+    >>> _initialize_affine_weight(w, 2, 3, 2, 0, torch.nn.init.ones_, group=_SingleRank())
+    >>> w.sum().item()
+    6.0
+
+    Raises:
+        TopologyError: as :func:`initialize_model_parallel_affine_weight_`.
+    """
+    if type(return_master_weight) is not bool:
+        raise TopologyError(
+            f"return_master_weight({_show(return_master_weight)}) must be True or False"
+        )
+    master = _affine(
+        weight,
+        out_features,
+        in_features,
+        per_partition_size,
+        partition_dim,
+        init_method,
+        stride,
+        group,
+    )
+    return master if return_master_weight else None

@@ -24,8 +24,9 @@ from ..ops import (
 )
 from ._args import check_flag, check_int, check_size, factory_kwargs
 from ._init import (
-    InitType,
-    check_init_type,
+    Initializer,
+    InitMethod,
+    choose_init,
     gather_master,
     init_master_,
     initialize_model_parallel_affine_weight_,
@@ -41,6 +42,19 @@ def _check_lora(lora_rank: object) -> int | None:
     return None if lora_rank is None else check_size("lora_rank", lora_rank)
 
 
+def lora_scaling(rank: int, alpha: object) -> float:
+    """The factor of the LoRA term: ``alpha / rank``, or 1 when ``alpha`` is None.
+
+    >>> lora_scaling(4, 2.0), lora_scaling(4, None)
+    (0.5, 1.0)
+    """
+    if alpha is None:
+        return 1.0
+    if type(alpha) not in (int, float) or not math.isfinite(alpha):  # type: ignore[arg-type]
+        raise TopologyError(f"lora_alpha({alpha!r}) must be a finite number such as 1.0")
+    return float(alpha) / rank  # type: ignore[arg-type]
+
+
 def _divisible(name: str, n: int, size: int, stride: int) -> int:
     if n % (size * stride):
         raise TopologyError(
@@ -52,7 +66,7 @@ def _divisible(name: str, n: int, size: int, stride: int) -> int:
 
 
 def _init_bias(
-    bias: torch.Tensor | None, n: int, dim_size: int, rank: int, stride: int, init_type: str
+    bias: torch.Tensor | None, n: int, dim_size: int, rank: int, stride: int, init_type: object
 ) -> None:
     """Zero the bias, or (``biased_normal``) draw the full bias N(0, 0.02²) and keep a slice."""
     if bias is None:
@@ -67,13 +81,22 @@ def _init_bias(
 
 
 def _new_lora_a(
-    rank_r: int, in_features: int, size: int, rank: int, stride: int, device: Any, dtype: Any
+    rank_r: int, in_features: int, size: int, rank: int, stride: int, like: torch.Tensor
 ) -> nn.Parameter:
     """LoRA A from one full ``(r, in)`` master (kaiming uniform, a=√5), sliced along ``in``."""
-    master = torch.empty(rank_r, in_features, device=device)
-    nn.init.kaiming_uniform_(master, a=math.sqrt(5))
+    master = torch.empty(rank_r, in_features, device=like.device)
+    if like.device.type != "meta":
+        nn.init.kaiming_uniform_(master, a=math.sqrt(5))
     local = shard(master, 1, size, rank, stride)
-    return nn.Parameter(local.to(dtype=dtype or torch.get_default_dtype()).contiguous())
+    return nn.Parameter(local.to(dtype=like.dtype).contiguous())
+
+
+def _no_adapter_yet(layer: nn.Module) -> None:
+    if getattr(layer, "lora_a", None) is not None:
+        raise TopologyError(
+            f"{type(layer).__name__} already has a LoRA adapter of rank {layer.lora_rank}; "
+            "add one adapter per layer"
+        )
 
 
 class ColumnParallelLinear(nn.Module):
@@ -89,13 +112,17 @@ class ColumnParallelLinear(nn.Module):
         in_features, out_features: the sizes of the full layer.
         bias: whether to add a bias.
         gather_output: return the full output (else this rank's output features).
-        init_type: one of the 13 :data:`INIT_TYPES`; the master weight is drawn from the global
-            generator, so seed every rank equally.
+        init_type: one of the 13 :data:`INIT_TYPES`, or a function filling a tensor in place;
+            the master weight is drawn from the global generator, so seed every rank equally.
         stride: interleave the partition (for fused weights such as QKV).
         lora_rank: add ``B @ A`` (A ``(r, in)`` replicated, B ``(out / tp, r)`` zero at start).
         group: the tp group; ``None`` means ``topology_torch.current().group("tp")``.
         sequence_parallel: the input is split along ``sequence_dim`` across ``group``.
         sequence_dim: the sequence dim of the input (0 for ``(seq, batch, hidden)``).
+        init_method: fairscale's keyword: a function such as ``torch.nn.init.normal_`` applied
+            to the full master weight (then sliced), instead of ``init_type``.
+        keep_master_weight_for_test: accepted for fairscale; :attr:`master_weight` is always
+            available (a differentiable gather, the drawn master until the weights change).
 
     >>> import torch
     >>> from topology_torch.ops import _SingleRank
@@ -110,7 +137,7 @@ class ColumnParallelLinear(nn.Module):
         out_features: int,
         bias: bool = True,
         gather_output: bool = True,
-        init_type: InitType = "xavier_normal",
+        init_type: Initializer = "xavier_normal",
         stride: int = 1,
         lora_rank: int | None = None,
         group: Any = None,
@@ -119,13 +146,16 @@ class ColumnParallelLinear(nn.Module):
         sequence_dim: int = 0,
         device: Any = None,
         dtype: Any = None,
+        init_method: InitMethod | None = None,
+        keep_master_weight_for_test: bool = False,
     ) -> None:
         super().__init__()
         check_size("in_features", in_features)
         check_size("out_features", out_features)
         check_size("stride", stride)
-        check_init_type(init_type)
-        self.lora_rank = _check_lora(lora_rank)
+        init = choose_init(init_type, init_method)
+        check_flag("keep_master_weight_for_test", keep_master_weight_for_test)
+        lora_rank = _check_lora(lora_rank)
         check_flag("bias", bias)
         check_flag("gather_output", gather_output)
         check_flag("sequence_parallel", sequence_parallel)
@@ -142,19 +172,39 @@ class ColumnParallelLinear(nn.Module):
         self.in_features, self.out_features = in_features, out_features
         self.gather_output, self.stride = gather_output, stride
         self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
-        self.init_type = init_type
+        self.init_type = init
+        self.keep_master_weight_for_test = keep_master_weight_for_test
         local_out = _divisible("out_features", out_features, self.tp, stride)
         self.weight = nn.Parameter(torch.empty(local_out, in_features, **kw))
         self.bias = nn.Parameter(torch.empty(local_out, **kw)) if bias else None
         initialize_model_parallel_affine_weight_(
-            self.weight, out_features, in_features, local_out, 0, init_type, stride, self.group
+            self.weight, out_features, in_features, local_out, 0, init, stride, self.group
         )
-        _init_bias(self.bias, out_features, self.tp, self.tp_rank, stride, init_type)
+        _init_bias(self.bias, out_features, self.tp, self.tp_rank, stride, init)
+        self.lora_rank: int | None = None
+        self.lora_scaling = 1.0
         self.lora_a: nn.Parameter | None = None
         self.lora_b: nn.Parameter | None = None
-        if self.lora_rank is not None:
-            self.lora_a = _new_lora_a(self.lora_rank, in_features, 1, 0, 1, **kw)
-            self.lora_b = nn.Parameter(torch.zeros(local_out, self.lora_rank, **kw))
+        if lora_rank is not None:
+            self.add_lora_(lora_rank)
+
+    def add_lora_(self, rank: int, alpha: float | None = None) -> ColumnParallelLinear:
+        """Add a LoRA adapter ``(alpha / rank) * B @ A`` in place and return the layer.
+
+        A ``(rank, in_features)`` is replicated (one kaiming-uniform master), B
+        ``(out_features / tp, rank)`` is split like ``weight`` and zero, so the output is unchanged
+        until B trains. ``alpha=None`` scales by 1.
+
+        Raises:
+            TopologyError: a bad ``rank`` or ``alpha``, or the layer already has an adapter.
+        """
+        rank = check_size("lora_rank", rank)
+        scaling = lora_scaling(rank, alpha)
+        _no_adapter_yet(self)
+        self.lora_a = _new_lora_a(rank, self.in_features, 1, 0, 1, self.weight)
+        self.lora_b = nn.Parameter(self.weight.new_zeros(self.weight.shape[0], rank))
+        self.lora_rank, self.lora_scaling = rank, scaling
+        return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Apply the layer to ``x`` of shape ``(..., in_features)``."""
@@ -165,22 +215,30 @@ class ColumnParallelLinear(nn.Module):
         y = F.linear(x, self.weight, self.bias)
         if self.lora_a is not None and self.lora_b is not None:
             a = mp_copy(self.lora_a, group=self.group)
-            y = y + F.linear(F.linear(x, a), self.lora_b)
+            y = y + F.linear(F.linear(x, a), self.lora_b) * self.lora_scaling
         if self.gather_output:
             y = to_master_order(mp_gather(y, -1, self.group), -1, self.tp, self.stride)
+            y = y.contiguous()  # row-major like nn.Linear's output (mp_gather gives a view)
         return y
 
     @property
     def master_weight(self) -> torch.Tensor:
-        """The full ``(out_features, in_features)`` weight (a collective on ``group``)."""
+        """The full ``(out_features, in_features)`` weight (a differentiable collective).
+
+        Its gradient flows back into this rank's rows of ``weight`` (see ``gather_master``).
+        """
         return gather_master(self.weight, 0, self.stride, self.group)
 
     @property
     def master_bias(self) -> torch.Tensor | None:
-        """The full ``(out_features,)`` bias, or ``None`` (a collective on ``group``)."""
+        """The full ``(out_features,)`` bias, or ``None`` (a differentiable collective)."""
         if self.bias is None:
             return None
         return gather_master(self.bias, 0, self.stride, self.group)
+
+    def get_master_weight(self) -> torch.Tensor:
+        """fairscale's name: :attr:`master_weight`, detached (a collective on ``group``)."""
+        return self.master_weight.detach()
 
     def extra_repr(self) -> str:
         return (
@@ -204,8 +262,8 @@ class RowParallelLinear(nn.Module):
         bias: whether to add a bias.
         input_is_parallel: ``x`` already holds this rank's input features (a column layer's
             output with ``gather_output=False``).
-        init_type, stride, group, sequence_parallel, sequence_dim: as in
-            :class:`ColumnParallelLinear`.
+        init_type, stride, group, sequence_parallel, sequence_dim, init_method,
+            keep_master_weight_for_test: as in :class:`ColumnParallelLinear`.
         lora_rank: add ``B @ A`` (A ``(r, in / tp)`` split like ``weight``, B ``(out, r)``
             replicated and zero at start).
 
@@ -222,7 +280,7 @@ class RowParallelLinear(nn.Module):
         out_features: int,
         bias: bool = True,
         input_is_parallel: bool = False,
-        init_type: InitType = "xavier_normal",
+        init_type: Initializer = "xavier_normal",
         stride: int = 1,
         lora_rank: int | None = None,
         group: Any = None,
@@ -231,13 +289,16 @@ class RowParallelLinear(nn.Module):
         sequence_dim: int = 0,
         device: Any = None,
         dtype: Any = None,
+        init_method: InitMethod | None = None,
+        keep_master_weight_for_test: bool = False,
     ) -> None:
         super().__init__()
         check_size("in_features", in_features)
         check_size("out_features", out_features)
         check_size("stride", stride)
-        check_init_type(init_type)
-        self.lora_rank = _check_lora(lora_rank)
+        init = choose_init(init_type, init_method)
+        check_flag("keep_master_weight_for_test", keep_master_weight_for_test)
+        lora_rank = _check_lora(lora_rank)
         check_flag("bias", bias)
         check_flag("input_is_parallel", input_is_parallel)
         check_flag("sequence_parallel", sequence_parallel)
@@ -254,21 +315,40 @@ class RowParallelLinear(nn.Module):
         self.in_features, self.out_features = in_features, out_features
         self.input_is_parallel, self.stride = input_is_parallel, stride
         self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
-        self.init_type = init_type
+        self.init_type = init
+        self.keep_master_weight_for_test = keep_master_weight_for_test
         local_in = _divisible("in_features", in_features, self.tp, stride)
         self.weight = nn.Parameter(torch.empty(out_features, local_in, **kw))
         self.bias = nn.Parameter(torch.empty(out_features, **kw)) if bias else None
         initialize_model_parallel_affine_weight_(
-            self.weight, out_features, in_features, local_in, 1, init_type, stride, self.group
+            self.weight, out_features, in_features, local_in, 1, init, stride, self.group
         )
-        _init_bias(self.bias, out_features, 1, 0, 1, init_type)
+        _init_bias(self.bias, out_features, 1, 0, 1, init)
+        self.lora_rank: int | None = None
+        self.lora_scaling = 1.0
         self.lora_a: nn.Parameter | None = None
         self.lora_b: nn.Parameter | None = None
-        if self.lora_rank is not None:
-            self.lora_a = _new_lora_a(
-                self.lora_rank, in_features, self.tp, self.tp_rank, stride, **kw
-            )
-            self.lora_b = nn.Parameter(torch.zeros(out_features, self.lora_rank, **kw))
+        if lora_rank is not None:
+            self.add_lora_(lora_rank)
+
+    def add_lora_(self, rank: int, alpha: float | None = None) -> RowParallelLinear:
+        """Add a LoRA adapter ``(alpha / rank) * B @ A`` in place and return the layer.
+
+        A ``(rank, in_features / tp)`` is split like ``weight`` (from one kaiming-uniform
+        master), B ``(out_features, rank)`` is replicated and zero. ``alpha=None`` scales by 1.
+
+        Raises:
+            TopologyError: a bad ``rank`` or ``alpha``, or the layer already has an adapter.
+        """
+        rank = check_size("lora_rank", rank)
+        scaling = lora_scaling(rank, alpha)
+        _no_adapter_yet(self)
+        self.lora_a = _new_lora_a(
+            rank, self.in_features, self.tp, self.tp_rank, self.stride, self.weight
+        )
+        self.lora_b = nn.Parameter(self.weight.new_zeros(self.out_features, rank))
+        self.lora_rank, self.lora_scaling = rank, scaling
+        return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Apply the layer to ``x`` of shape ``(..., in_features)`` (``/ tp`` if parallel)."""
@@ -279,7 +359,7 @@ class RowParallelLinear(nn.Module):
         y = F.linear(x, self.weight)
         if self.lora_a is not None and self.lora_b is not None:
             b = mp_copy(self.lora_b, group=self.group)
-            y = y + F.linear(F.linear(x, self.lora_a), b)
+            y = y + F.linear(F.linear(x, self.lora_a), b) * self.lora_scaling
         if self.sequence_parallel:
             y = sp_scatter(y, self.sequence_dim, self.group)
             if self.bias is not None:
@@ -291,13 +371,20 @@ class RowParallelLinear(nn.Module):
 
     @property
     def master_weight(self) -> torch.Tensor:
-        """The full ``(out_features, in_features)`` weight (a collective on ``group``)."""
+        """The full ``(out_features, in_features)`` weight (a differentiable collective).
+
+        Its gradient flows back into this rank's columns of ``weight`` (see ``gather_master``).
+        """
         return gather_master(self.weight, 1, self.stride, self.group)
 
     @property
     def master_bias(self) -> torch.Tensor | None:
-        """The full ``(out_features,)`` bias (replicated; no collective), or ``None``."""
-        return None if self.bias is None else self.bias.detach().clone()
+        """The full ``(out_features,)`` bias (replicated: a differentiable copy), or ``None``."""
+        return None if self.bias is None else self.bias.clone()
+
+    def get_master_weight(self) -> torch.Tensor:
+        """fairscale's name: :attr:`master_weight`, detached (a collective on ``group``)."""
+        return self.master_weight.detach()
 
     def extra_repr(self) -> str:
         return (

@@ -1,0 +1,100 @@
+"""pytest plugin: the launch harness for Megatron-LM's unit tests on CPU with gloo.
+
+Loaded by ``scripts/peers/megatron.sh`` with ``-p megatron_harness`` (its folder on PYTHONPATH)
+in every torchrun worker. It adapts only the launch, never the peer's test files:
+
+- ``$PEER_TARGET=ours`` makes ``megatron.core.parallel_state`` our façade
+  (``topology_torch.compat.megatron``) behind two empty parent packages, so nothing of
+  megatron-core is imported; ``$PEER_TARGET=peer`` leaves Megatron's own module in place.
+- ``init_process_group`` uses gloo where NCCL is asked for and binds no device;
+  ``torch.cuda.set_device`` does nothing and ``torch.cuda.device_count`` answers at least 1
+  (Megatron's ``Utils`` takes ``rank % device_count()``); tests that need 8 GPUs still skip.
+- it replaces the peer's conftest (run with ``--noconftest``: that one downloads test data) by
+  its one fixture that matters here: the default group is destroyed at the end of the session.
+- every rank writes its outcomes to ``$PEER_RESULTS/rank<RANK>.json`` after each test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+
+TARGET = os.environ.get("PEER_TARGET", "ours")
+
+
+def _alias_facade() -> None:
+    """Make ``import megatron.core.parallel_state`` give our façade."""
+    from topology_torch.compat import megatron as facade
+
+    package = types.ModuleType("megatron")
+    package.__path__ = []
+    core = types.ModuleType("megatron.core")
+    core.__path__ = []
+    package.core = core  # type: ignore[attr-defined]
+    core.parallel_state = facade  # type: ignore[attr-defined]
+    sys.modules.update(
+        {"megatron": package, "megatron.core": core, "megatron.core.parallel_state": facade}
+    )
+
+
+def _force_gloo() -> None:
+    """NCCL requests become gloo ones, with no device binding."""
+    original = dist.init_process_group
+
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if backend is None or "nccl" in str(backend):
+            backend = "gloo"
+        kwargs.pop("device_id", None)
+        return original(backend, *args, **kwargs)
+
+    dist.init_process_group = init_process_group  # type: ignore[assignment]
+    if not torch.cuda.is_available():
+        count = torch.cuda.device_count
+        torch.cuda.set_device = lambda device: None  # type: ignore[assignment]
+        torch.cuda.device_count = lambda: max(1, count())  # type: ignore[assignment]
+
+
+if TARGET == "ours":
+    _alias_facade()
+elif TARGET != "peer":
+    raise SystemExit(f"PEER_TARGET must be 'ours' or 'peer', got {TARGET!r}")
+_force_gloo()
+
+_outcomes: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _destroy_default_group() -> Iterator[None]:
+    yield
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep one outcome per test: failed if any phase failed, else skipped or passed."""
+    previous = _outcomes.get(report.nodeid)
+    if report.failed:
+        _outcomes[report.nodeid] = "failed"
+    elif report.skipped and previous != "failed":
+        _outcomes[report.nodeid] = "skipped"
+    elif report.when == "call" and previous is None:
+        _outcomes[report.nodeid] = "passed"
+    if report.when == "teardown":
+        _save()  # after every test: a run cut short by a timeout still has a tally
+
+
+def _save() -> None:
+    folder = os.environ.get("PEER_RESULTS")
+    if folder:
+        rank = os.environ.get("RANK", "0")
+        Path(folder, f"rank{rank}.json").write_text(json.dumps(_outcomes, indent=1))

@@ -1,0 +1,153 @@
+"""Hosts, tiers and launcher orders: the parts an :class:`~.allocation.Allocation` is made of
+(private; see :mod:`topology._preflight.allocation.model` for the model and the orders' sources).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+
+from ..._args import format_choices, show
+from ..._errors import TopologyError
+from ..._fields import flag, text
+from .hostlist import natural_key, slurm_key
+
+__all__ = [
+    "LAUNCHER_ORDERS",
+    "MAX_GPUS_PER_HOST",
+    "Host",
+    "LauncherOrder",
+    "Tier",
+    "as_tuple",
+    "check_gpus",
+    "launcher_order",
+    "tier_index",
+]
+
+LauncherOrder = Literal["listed", "lexicographic", "natural", "slurm"]
+LAUNCHER_ORDERS: tuple[LauncherOrder, ...] = ("listed", "lexicographic", "natural", "slurm")
+
+MAX_GPUS_PER_HOST = 1 << 16
+"""More GPUs than any host has; keeps a typo (``gpus = 80000``) an error."""
+
+_KEYS: dict[str, Callable[[str], Any]] = {
+    "lexicographic": lambda name: name,
+    "natural": natural_key,
+    "slurm": slurm_key,
+}
+
+
+def as_tuple(value: Any) -> Any:
+    """A list or tuple as a tuple; anything else unchanged, for the validator to name."""
+    return tuple(value) if isinstance(value, list | tuple) else value
+
+
+def _name(owner: object, attribute: Any, value: Any) -> None:
+    text(owner, attribute, value)
+    if not value.strip() or value != value.strip():
+        raise TopologyError(
+            f"{type(owner).__name__}.{attribute.name} must be a non-empty name without "
+            f"surrounding blanks, got {show(value)}"
+        )
+
+
+def _optional_amount(owner: object, attribute: Any, value: Any) -> None:
+    if value is None:
+        return
+    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+        raise TopologyError(
+            f"{type(owner).__name__}.{attribute.name} must be a finite number >= 0 or None, "
+            f"got {show(value)}"
+        )
+    if attribute.name == "bandwidth" and value == 0:
+        raise TopologyError(f"Tier.bandwidth must be positive, got {show(value)}")
+
+
+def _gpus(owner: object, attribute: Any, value: Any) -> None:
+    check_gpus("Host.gpus", value)
+
+
+def _domains(owner: object, attribute: Any, value: Any) -> None:
+    if not isinstance(value, tuple) or not all(
+        d is None or (isinstance(d, str) and d.strip()) for d in value
+    ):
+        raise TopologyError(
+            f"Host.domains must be a tuple of domain names (non-empty strings) or None, "
+            f"got {show(value)}"
+        )
+
+
+@attrs.frozen
+class Tier:
+    """One level of the hierarchy above the hosts: its name, speed, and whether it is NVLink.
+
+    ``nvlink`` marks a tier whose domains share one NVLink fabric (an NVL72 rack); without one,
+    the host is the NVLink domain.
+
+    >>> Tier("leaf", bandwidth=50e9, latency=10e-6)
+    Tier(name='leaf', bandwidth=50000000000.0, latency=1e-05, nvlink=False)
+    """
+
+    name: str = attrs.field(validator=_name)
+    bandwidth: float | None = attrs.field(default=None, validator=_optional_amount)
+    latency: float | None = attrs.field(default=None, validator=_optional_amount)
+    nvlink: bool = attrs.field(default=False, validator=flag)
+
+
+@attrs.frozen
+class Host:
+    """A host: its name, how many GPUs the launcher runs ranks on, and its domain per tier.
+
+    ``domains[t]`` names the domain of tier ``t`` (innermost first), ``None`` when unknown.
+    """
+
+    name: str = attrs.field(validator=_name)
+    gpus: int = attrs.field(validator=_gpus)
+    domains: tuple[str | None, ...] = attrs.field(
+        default=(), converter=as_tuple, validator=_domains
+    )
+
+
+def launcher_order(hosts: tuple[Host, ...], order: str) -> tuple[Host, ...]:
+    """``hosts`` in the order launcher ``order`` numbers them (one of :data:`LAUNCHER_ORDERS`).
+
+    >>> names = [Host(n, 1) for n in ("node66", "node7", "node70", "node8")]
+    >>> [h.name for h in launcher_order(tuple(names), "lexicographic")]
+    ['node66', 'node7', 'node70', 'node8']
+    >>> [h.name for h in launcher_order(tuple(names), "natural")]
+    ['node7', 'node8', 'node66', 'node70']
+    """
+    if order == "listed":
+        return hosts
+    key = _KEYS.get(order) if isinstance(order, str) else None
+    if key is None:
+        raise TopologyError(
+            f"launcher order must be one of {format_choices(LAUNCHER_ORDERS)}, got {show(order)}"
+        )
+    return tuple(sorted(hosts, key=lambda host: key(host.name)))
+
+
+def tier_index(tiers: tuple[Tier, ...], tier: str | int) -> int:
+    """The position of ``tier`` (a name, or an index from either end) in ``tiers``."""
+    names = [t.name for t in tiers]
+    if type(tier) is int and -len(names) <= tier < len(names):
+        return tier % len(names)
+    if isinstance(tier, str) and tier in names:
+        return names.index(tier)
+    raise TopologyError(
+        f"tier {show(tier)} is not in this allocation; valid: "
+        f"{format_choices(names) or 'none (the allocation has no tiers)'}"
+    )
+
+
+def check_gpus(name: str, value: object) -> int:
+    """Return ``value`` if it is a GPU count (an int from 1 to :data:`MAX_GPUS_PER_HOST`)."""
+    if type(value) is not int or not 1 <= value <= MAX_GPUS_PER_HOST:
+        raise TopologyError(
+            f"{name} must be an int from 1 to {MAX_GPUS_PER_HOST}, got {show(value)} "
+            f"({type(value).__name__})"
+        )
+    return value

@@ -1,0 +1,31 @@
+"""Errors a façade raises where its peer raises a built-in exception class.
+
+Each one is a :class:`topology.TopologyError` (so ``except TopologyError`` catches every error of
+this library) and also the class the peer raises, so the peer's callers and tests, written
+against ``AssertionError`` or ``RuntimeError``, keep working unchanged.
+
+>>> from topology import TopologyError
+>>> try:
+...     raise NotInitializedError("tensor parallel is not initialized; call initialize first")
+... except AssertionError as error:
+...     print(isinstance(error, TopologyError), error)
+True tensor parallel is not initialized; call initialize first
+"""
+
+from __future__ import annotations
+
+from topology import TopologyError
+
+__all__ = ["FacadeAssertionError", "FacadeRuntimeError", "NotInitializedError"]
+
+
+class FacadeAssertionError(TopologyError, AssertionError):
+    """Bad use where the peer ``assert``s: a :class:`TopologyError` and an ``AssertionError``."""
+
+
+class NotInitializedError(FacadeAssertionError):
+    """A getter called before ``initialize`` (or after ``destroy``), as peers report it."""
+
+
+class FacadeRuntimeError(TopologyError, RuntimeError):
+    """Sizes the peer rejects at runtime: a :class:`TopologyError` and a ``RuntimeError``."""

@@ -1,0 +1,177 @@
+"""compat.megatron as Megatron-core 0.16.1's parallel_state: RankGenerator computed by the core,
+the set_* overrides, Megatron's exception classes, the separate all-gather communicator and the
+module globals Megatron's tests read."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("torch.distributed")
+
+import torch.distributed as dist
+
+from topology import TopologyError
+from topology_torch.compat import megatron
+from topology_torch.compat._errors import FacadeAssertionError, FacadeRuntimeError
+
+from .world import run_world
+
+TOKENS = ["tp", "cp", "dp", "pp", "ep", "tp-pp", "dp-cp", "tp-dp", "tp-dp-cp", "tp-cp", "tp-ep"]
+
+
+def _theirs() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pytest.importorskip("megatron.core.parallel_state")
+
+
+@st.composite
+def generators(draw: st.DrawFn) -> dict[str, Any]:
+    """Keyword arguments of a RankGenerator: small sizes, ep or cp at 1, a shuffled order."""
+    sizes = {name: draw(st.sampled_from([1, 2, 3])) for name in ("tp", "dp", "pp")}
+    expert = draw(st.booleans())
+    sizes["ep"] = draw(st.sampled_from([1, 2])) if expert else 1
+    sizes["cp"] = 1 if expert else draw(st.sampled_from([1, 2]))
+    names = draw(st.permutations(["tp", "cp", "ep", "dp", "pp"]))
+    named = [n for n in names if sizes[n] > 1 or draw(st.booleans())] or ["tp"]
+    return {**sizes, "order": "-".join(named), "rank_offset": draw(st.sampled_from([0, 4]))}
+
+
+@settings(max_examples=60, deadline=None)
+@given(generators())
+def test_rank_generator_equals_megatrons(kwargs: dict[str, Any]) -> None:
+    """RankGenerator: same attributes and the same groups as Megatron-core's, for every token."""
+    theirs = _theirs().RankGenerator(**kwargs)
+    ours = megatron.RankGenerator(**kwargs)
+    assert (ours.order, ours.ordered_size, ours.world_size) == (
+        theirs.order,
+        theirs.ordered_size,
+        theirs.world_size,
+    )
+    for token in TOKENS:
+        if all(t in theirs.order.split("-") for t in token.split("-")):
+            assert ours.get_ranks(token) == theirs.get_ranks(token), token
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 4), min_size=1, max_size=4).flatmap(
+        lambda sizes: st.tuples(
+            st.just(sizes), st.lists(st.booleans(), min_size=len(sizes), max_size=len(sizes))
+        )
+    )
+)
+def test_masked_groups_equal_megatrons(case: tuple[list[int], list[bool]]) -> None:
+    """generate_masked_orthogonal_rank_groups equals Megatron-core's."""
+    sizes, mask = case
+    world = 1
+    for size in sizes:
+        world *= size
+    theirs = _theirs().generate_masked_orthogonal_rank_groups(world, sizes, mask)
+    assert megatron.generate_masked_orthogonal_rank_groups(world, sizes, mask) == theirs
+
+
+def test_rank_generator_refuses_like_megatron() -> None:
+    """ep and cp above 1 together: AssertionError; a size missing from the order: RuntimeError."""
+    with pytest.raises(FacadeAssertionError, match=r"ep\(2\) and cp\(2\) are both above 1"):
+        megatron.RankGenerator(tp=1, ep=2, dp=1, pp=1, cp=2, order="tp-cp-ep-dp-pp")
+    with pytest.raises(RuntimeError, match=r"pp\(2\) is above 1 but order 'tp-dp'"):
+        megatron.RankGenerator(tp=1, ep=1, dp=1, pp=2, cp=1, order="tp-dp")
+    with pytest.raises(TopologyError, match=r"token 'xp' names 'xp'"):
+        megatron.RankGenerator(tp=1, ep=1, dp=1, pp=1, cp=1, order="tp").get_ranks("xp")
+
+
+def test_overrides_answer_before_initialization() -> None:
+    """set_* values answer without groups (Megatron's fake_initialize_model_parallel)."""
+    try:
+        megatron.set_tensor_model_parallel_world_size(4)
+        megatron.set_tensor_model_parallel_rank(1)
+        megatron.set_pipeline_model_parallel_world_size(2)
+        megatron.set_expert_model_parallel_rank(0)
+        assert megatron.get_tensor_model_parallel_world_size() == 4
+        assert megatron.get_tensor_model_parallel_rank() == 1
+        assert megatron.get_expert_tensor_parallel_world_size() == 4  # falls back to tp's
+        assert megatron.get_expert_model_parallel_rank() == 0
+        assert megatron._MPU_TENSOR_MODEL_PARALLEL_WORLD_SIZE == 4
+    finally:
+        megatron.destroy_model_parallel()
+    assert megatron._MPU_TENSOR_MODEL_PARALLEL_WORLD_SIZE is None
+
+
+def test_getters_before_initialization_raise_assertion_errors() -> None:
+    """Getters before initialization raise an AssertionError that is a TopologyError."""
+    with pytest.raises(AssertionError, match="not initialized"):
+        megatron.get_tensor_model_parallel_group()
+    assert megatron._MODEL_PARALLEL_GROUP is None
+
+
+def test_initialize_before_torch_distributed_is_an_assertion_error() -> None:
+    """initialize_model_parallel before init_process_group: AssertionError, as in Megatron."""
+    if dist.is_initialized():
+        pytest.skip("a default group exists in this process")
+    with pytest.raises(FacadeAssertionError, match="init_process_group"):
+        megatron.initialize_model_parallel()
+
+
+def _sizes_that_do_not_fit(rank: int, world_size: int) -> None:
+    for kwargs in (
+        {"tensor_model_parallel_size": 2 * world_size},
+        {"pipeline_model_parallel_size": world_size, "tensor_model_parallel_size": world_size},
+        {"virtual_pipeline_model_parallel_size": 2},
+    ):
+        with pytest.raises(FacadeRuntimeError):
+            megatron.initialize_model_parallel(**kwargs)
+    assert not megatron.is_initialized()
+
+
+def test_sizes_that_do_not_fit_raise_runtime_errors() -> None:
+    """Sizes that do not fit the world raise RuntimeError on every rank, as in Megatron."""
+    run_world(4, _sizes_that_do_not_fit)
+
+
+def _overrides_fall_back(rank: int, world_size: int) -> None:
+    megatron.initialize_model_parallel(tensor_model_parallel_size=world_size)
+    megatron.set_tensor_model_parallel_world_size(3)
+    assert megatron.get_tensor_model_parallel_world_size() == 3
+    megatron.set_tensor_model_parallel_world_size(None)
+    assert megatron.get_tensor_model_parallel_world_size() == world_size
+    megatron.set_tensor_model_parallel_rank(None)
+    assert megatron.get_tensor_model_parallel_rank() == rank
+    megatron.set_expert_tensor_parallel_rank(None)
+    assert megatron.get_expert_tensor_parallel_rank() == rank
+    megatron.destroy_model_parallel()
+    assert megatron._MODEL_PARALLEL_GROUP is None
+
+
+def test_overrides_set_to_none_fall_back_to_the_group() -> None:
+    """set_*(None) makes the getter answer from the group again."""
+    run_world(4, _overrides_fall_back)
+
+
+def _all_gather_and_amax(rank: int, world_size: int) -> None:
+    megatron.initialize_model_parallel(2, context_parallel_size=2, create_all_gather_group=True)
+    assert megatron.has_separate_all_gather_group()
+    regular = megatron.get_data_parallel_group(with_context_parallel=True)
+    gather = megatron.get_data_parallel_group(
+        with_context_parallel=True, independent_all_gather=True
+    )
+    assert gather is not regular
+    assert dist.get_process_group_ranks(gather) == dist.get_process_group_ranks(regular)
+    assert megatron._DATA_PARALLEL_GROUP_WITH_CP_AG is gather
+    amax = megatron.get_amax_reduction_group(with_context_parallel=True)
+    assert dist.get_process_group_ranks(amax) == list(range(world_size))
+    assert amax is dist.group.WORLD  # the default group, not a second world communicator
+    tp = megatron.get_amax_reduction_group(tp_only_amax_red=True)
+    assert tp is megatron.get_tensor_model_parallel_group()
+    megatron.destroy_model_parallel()
+    assert megatron._DATA_PARALLEL_GROUP_WITH_CP_AG is None
+
+
+def test_separate_all_gather_group_and_amax_groups() -> None:
+    """create_all_gather_group makes a second dp-cp communicator; amax groups are Megatron's."""
+    run_world(4, _all_gather_and_amax)
