@@ -14,9 +14,14 @@ True tensor parallel is not initialized; call initialize first
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from topology import TopologyError
 
-__all__ = ["FacadeAssertionError", "FacadeRuntimeError", "NotInitializedError"]
+__all__ = ["FacadeAssertionError", "FacadeRuntimeError", "NotInitializedError", "as_assertion"]
+
+T = TypeVar("T")
 
 
 class FacadeAssertionError(TopologyError, AssertionError):
@@ -29,3 +34,13 @@ class NotInitializedError(FacadeAssertionError):
 
 class FacadeRuntimeError(TopologyError, RuntimeError):
     """Sizes the peer rejects at runtime: a :class:`TopologyError` and a ``RuntimeError``."""
+
+
+def as_assertion(call: Callable[[], T]) -> T:
+    """Run ``call``, re-raising a plain ``TopologyError`` as :class:`FacadeAssertionError`."""
+    try:
+        return call()
+    except FacadeAssertionError:
+        raise
+    except TopologyError as error:
+        raise FacadeAssertionError(str(error)) from error

@@ -23,9 +23,8 @@ a trivial tp group), so callers may log them unconditionally; every other getter
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -34,7 +33,7 @@ from topology import Topology, TopologyError
 
 from .. import _default
 from .._process_groups import ProcessGroups, refuse, require_initialized
-from ._errors import FacadeAssertionError, NotInitializedError
+from ._errors import FacadeAssertionError, NotInitializedError, as_assertion
 
 __all__ = [
     "destroy_tensor_parallel",
@@ -64,17 +63,6 @@ __all__ = [
 
 
 OWNER = _default.Owner("compat.ezpz", "initialize_tensor_parallel()", "destroy_tensor_parallel()")
-T = TypeVar("T")
-
-
-def _as_assertion(call: Callable[[], T]) -> T:
-    """Run ``call``, re-raising a plain ``TopologyError`` as :class:`FacadeAssertionError`."""
-    try:
-        return call()
-    except FacadeAssertionError:
-        raise
-    except TopologyError as error:
-        raise FacadeAssertionError(str(error)) from error
 
 
 def ensure_divisibility(numerator: int, denominator: int) -> None:
@@ -132,7 +120,7 @@ def initialize_tensor_parallel(
         FacadeAssertionError: torch.distributed is not initialized, invalid sizes (with the
             arithmetic; on every rank), or already initialized.
     """
-    _as_assertion(
+    as_assertion(
         lambda: _create(
             tensor_parallel_size,
             pipeline_parallel_size,
@@ -172,7 +160,7 @@ def destroy_tensor_parallel() -> None:
     Raises:
         FacadeAssertionError: the default groups were made by another façade (left alone).
     """
-    _as_assertion(lambda: _default.release(OWNER))
+    as_assertion(lambda: _default.release(OWNER))
 
 
 def tensor_parallel_is_initialized() -> bool:

@@ -33,9 +33,8 @@ NotInitializedError - compat.fairscale is not initialized
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import torch.distributed as dist
 
@@ -50,7 +49,7 @@ from ..layers import (
     VocabParallelEmbedding,
     _initialize_affine_weight,
 )
-from ._errors import FacadeAssertionError, NotInitializedError
+from ._errors import NotInitializedError, as_assertion
 
 __all__ = [
     "ColumnParallelLinear",
@@ -80,17 +79,6 @@ __all__ = [
 OWNER = _default.Owner(
     "compat.fairscale", "initialize_model_parallel()", "destroy_model_parallel()"
 )
-T = TypeVar("T")
-
-
-def _as_assertion(call: Callable[[], T]) -> T:
-    """Run ``call``, re-raising a plain ``TopologyError`` as :class:`FacadeAssertionError`."""
-    try:
-        return call()
-    except FacadeAssertionError:
-        raise
-    except TopologyError as error:
-        raise FacadeAssertionError(str(error)) from error
 
 
 def initialize_model_parallel(
@@ -138,7 +126,7 @@ def initialize_model_parallel(
             gloo=(),
         )
 
-    _as_assertion(create)
+    as_assertion(create)
 
 
 def model_parallel_is_initialized() -> bool:
@@ -152,7 +140,7 @@ def destroy_model_parallel() -> None:
     Raises:
         FacadeAssertionError: the default groups were made by another façade (left alone).
     """
-    _as_assertion(lambda: _default.release(OWNER))
+    as_assertion(lambda: _default.release(OWNER))
 
 
 def _groups() -> ProcessGroups:
