@@ -327,7 +327,7 @@ def test_placement_lookup_accepts_megatron_names() -> None:
 
 def test_check_rejects_wrong_argument_types() -> None:
     """check() raises TopologyError naming the argument for a non-Cluster or bad budget."""
-    with pytest.raises(TopologyError, match="cluster must be a Cluster, got int"):
+    with pytest.raises(TopologyError, match="cluster must be a Cluster or a RankMap, got int"):
         check(Topology(8), 8)  # type: ignore[arg-type]
     with pytest.raises(TopologyError, match="max_communicators must be a positive int"):
         check(Topology(8), G8, max_communicators=0)

@@ -100,7 +100,7 @@ def test_commands_complete_by_prefix(tab: Tab) -> None:
 
 def test_flags_complete_after_a_dash(tab: Tab) -> None:
     offered = tab("topology show --t")
-    assert set(offered) == {"--tp", "--tensor-model-parallel-size"}
+    assert set(offered) == {"--tp", "--tensor-model-parallel-size", "--topograph"}
     assert not any(word.startswith("-") for word in tab("topology groups "))
 
 

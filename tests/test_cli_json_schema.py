@@ -31,7 +31,7 @@ from topology.strategies import topologies
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = REPO / "docs" / "schema" / "cli.schema.json"
 SCHEMA: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-COMMANDS = ("show", "groups", "rank", "check", "simulate", "plan")
+COMMANDS = ("show", "groups", "rank", "check", "place", "simulate", "plan")
 
 
 def _strict(node: Any) -> Any:

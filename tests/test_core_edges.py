@@ -228,7 +228,8 @@ def test_check_names_arguments_of_the_wrong_type() -> None:
         check("x", Cluster(8))  # type: ignore[arg-type]
     with pytest.raises(
         TopologyError,
-        match=r"^cluster must be a Cluster, got int; use e\.g\. Cluster\(gpus_per_node=8\)$",
+        match=r"^cluster must be a Cluster or a RankMap, got int; use e\.g\. "
+        r"Cluster\(gpus_per_node=8\) or Allocation\.rank_map\(world_size\)$",
     ):
         check(Topology(8), 8)  # type: ignore[arg-type]
     with pytest.raises(TopologyError, match=r"^max_communicators must be a positive int, got 0$"):

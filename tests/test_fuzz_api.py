@@ -26,15 +26,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from topology import (
+    Allocation,
     Cluster,
     DerivedGroups,
     Finding,
     Grid,
+    Host,
     OrthogonalGroups,
+    Tier,
     Topology,
     TopologyError,
     check,
     hierarchical_groups,
+    place,
 )
 from topology.cost import (
     HARDWARE,
@@ -389,13 +393,21 @@ def _records() -> list[Any]:
         topo.rank_info(3),
         report.placements[0],
         report,
+        _arrangement(),
+        _arrangement().after,
     ]
+
+
+def _arrangement() -> Any:
+    hosts = [Host(f"n{i}", 2, (f"r{i % 2}",)) for i in range(4)]
+    return place(Topology(8, tp=4), Allocation(hosts, [Tier("rack", nvlink=True)]))
 
 
 @FUZZ
 @given(st.sampled_from(_records()).flatmap(lambda r: st.tuples(st.just(r), evolved(r))))
 def test_core_records(pair: tuple[Any, dict[str, Any]]) -> None:
-    """Finding, Pipeline, RankInfo, Placement and Report rebuilt with any field values."""
+    """Finding, Pipeline, RankInfo, Placement, Report, Arrangement and Crossings rebuilt with
+    any field values."""
     rebuilt(*pair)
 
 

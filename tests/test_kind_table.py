@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
+from tests.test_topology_laws import splits_dp
 from topology import Topology, TopologyError
 from topology._megatron.kinds import (
     DENSE_KINDS,
@@ -130,6 +131,8 @@ def test_kinds_are_the_rows_that_apply_in_table_order(topo: Topology) -> None:
     for spec in TABLE:
         if spec.needs == "dist_opt_instances" and topo.dist_opt_instances == 1:
             continue
+        if spec.needs == "dp_split" and not splits_dp(topo):
+            continue
         if spec.needs == "hcp_sizes":
             expected += [f"hcp-{k}" for k in range(len(topo.hcp_sizes or ()))]
             continue
@@ -165,6 +168,8 @@ def test_table_holds_every_kind_once_in_creation_order() -> None:
         "intra-edp",
         "inter-edp",
         "intra-dist-opt",
+        "dp-shard",
+        "dp-replicate",
     ]
 
 

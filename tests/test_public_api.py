@@ -7,7 +7,9 @@ from topology import strategies
 
 EXPECTED = [
     "Allocation",
+    "Arrangement",
     "Cluster",
+    "Crossings",
     "Finding",
     "Grid",
     "GroupList",
@@ -24,8 +26,10 @@ EXPECTED = [
     "TopologyError",
     "check",
     "compress_hostlist",
+    "crossings",
     "expand_hostlist",
     "hierarchical_groups",
+    "place",
     "read_allocation",
     "read_hostfile",
     "read_slurm_topology",

@@ -43,6 +43,13 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "scenario",
         "sequential_ring",
     ),
+    "topology_torch.compat.deepspeed": (
+        "PipeDataParallelTopology",
+        "PipeModelDataParallelTopology",
+        "PipelineParallelGrid",
+        "ProcessTopology",
+    ),
+    "topology_torch.compat.torchtitan": ("MeshNameError", "ParallelDims", "device_type"),
     "topology_torch.compat.ezpz": (
         "destroy_tensor_parallel",
         "divide_and_check_no_remainder",
@@ -246,5 +253,5 @@ def test_the_compat_package_is_only_a_namespace() -> None:
     compat = importlib.import_module("topology_torch.compat")
     assert getattr(compat, "__all__", []) == []
     assert compat.__doc__ is not None
-    for facade in ("megatron", "fairscale", "ezpz", "ml", "ml_lora"):
+    for facade in ("megatron", "fairscale", "ezpz", "ml", "ml_lora", "deepspeed", "torchtitan"):
         assert f"compat.{facade}" in compat.__doc__

@@ -141,7 +141,8 @@ def test_golden_tp_larger_than_a_partial_node() -> None:
     (etp = tp, reported once), the rest are singletons: one distinct communicator per rank.
     Megatron (W = 12, gloo companions, one dist-opt instance): dp-cp 12·2 + dp 12·2 + cp 12
     + mp 1 + tp 1 + pp/embd/pos 3·12 + tp-dp-cp, tp-dp, tp-cp 3 + ep 12 + etp, etp-ep,
-    etp-ep-pp 3 + edp 12·2 + 1 = 141.
+    etp-ep-pp 3 + edp 12·2 + 1 = 141. NCCL memory: one communicator at the default 688 MB;
+    NVLS: node 0 holds 8 ranks of the one 12-rank group, node 1 holds 4: one per node.
     """
     report = check(Topology(12, tp=12), Cluster(gpus_per_node=8))
     expected = """\
@@ -154,7 +155,10 @@ warn  partial-node: world_size 12 is not a multiple of gpus_per_node 8: one node
 of its 8 GPUs; use a multiple of 8
       e.g. group [8, 9, 10, 11]
 info  communicators: each rank joins 1 to 1 distinct communicators; strategy 'all' makes 1 \
-new_group calls, 'local' at most 1 per rank, Megatron's initialize_model_parallel 141
+new_group calls, 'local' at most 1 per rank, Megatron's initialize_model_parallel 141; about \
+0.688 GB of GPU memory for NCCL on the busiest rank at 688 MB per communicator \
+(NVIDIA/nccl#964; give your measured figure as nccl_memory); at most 1 communicators have two \
+or more ranks in one node, of 128 NVLS multicast groups
 
 kind                    size   groups  nodes  best in-node
 dp-cp                      1       12      1     1 yes

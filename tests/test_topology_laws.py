@@ -163,6 +163,18 @@ def reference_derived_groups(topo: Topology, kind: str) -> Groups:
             for edp_group in reference_grid_groups(topo, "edp")
             for g in hierarchical_levels(edp_group, (edp // n, n))[level]
         ]
+    if kind in ("dp-shard", "dp-replicate"):
+        # dp coordinate d = instance * width + position: dp-shard varies the position inside one
+        # instance, dp-replicate the instance at one position (of the dp-cp group's dp part).
+        width = topo.dp // n
+        if kind == "dp-shard":
+            return [
+                g[i * width : (i + 1) * width]
+                for g in reference_grid_groups(topo, "dp")
+                for i in range(n)
+            ]
+        share = topo.dp * topo.cp // n  # type: ignore[operator]
+        return [g[j::share] for g in reference_grid_groups(topo, "dp-cp") for j in range(share)]
     assert kind == "intra-dist-opt"
     blocks: Groups = []
     pending: list[int] = []
@@ -181,6 +193,17 @@ TABLE_KINDS = {  # the rows of DESIGN 2.2's kind table that every topology defin
     *("embedding", "position-embedding"),
 }
 DIST_OPT_KINDS = {"intra-dp-cp", "intra-edp", "inter-edp", "intra-dist-opt"}
+SPLIT_KINDS = ("dp-shard", "dp-replicate")  # after Megatron's kinds: Megatron makes no such group
+
+
+def splits_dp(topo: Topology) -> bool:
+    """The instances cut the dp axis: they divide dp, and cp (if any) is listed before dp in the
+    order (it varies faster)."""
+    n = topo.dist_opt_instances
+    tokens = topo.order.split("-")
+    cp_inner = topo.cp == 1 or tokens.index("cp") < tokens.index("dp")
+    return n > 1 and topo.dp % n == 0 and cp_inner
+
 
 # Megatron-core 0.16's initialize_model_parallel creates its groups in this order (dp_cp with
 # intra_dp_cp, dp, cp with the hcp levels, mp, tp, pp with embd and pos_embd, tp_dp_cp,
@@ -217,6 +240,8 @@ def creation_slot(kind: str) -> tuple[int, int]:
     """Where Megatron creates ``kind``: its slot in the order above (hcp levels by level)."""
     if kind.startswith("hcp-"):
         return MEGATRON_CREATION_ORDER.index("hcp-0"), int(kind[4:])
+    if kind in SPLIT_KINDS:
+        return len(MEGATRON_CREATION_ORDER), SPLIT_KINDS.index(kind)
     return MEGATRON_CREATION_ORDER.index(kind), 0
 
 
@@ -274,8 +299,9 @@ def test_kinds_are_the_design_table(topo: Topology) -> None:
     """kinds is the DESIGN table, one hcp level per hcp size, dist-opt kinds only with N > 1."""
     levels = {f"hcp-{k}" for k in range(len(topo.hcp_sizes or ()))}
     dist_opt = DIST_OPT_KINDS if topo.dist_opt_instances > 1 else set()
+    split = set(SPLIT_KINDS) if splits_dp(topo) else set()
     assert len(set(topo.kinds)) == len(topo.kinds)
-    assert set(topo.kinds) == TABLE_KINDS | levels | dist_opt
+    assert set(topo.kinds) == TABLE_KINDS | levels | dist_opt | split
 
 
 @CHEAP
@@ -288,7 +314,7 @@ def test_kinds_come_in_megatron_creation_order(topo: Topology) -> None:
 def test_kinds_of_a_full_layout() -> None:
     """A layout with every optional kind lists Megatron's whole creation order."""
     topo = Topology(64, tp=2, cp=4, ep=2, pp=2, dist_opt_instances=2, hcp_sizes=(2, 2))
-    assert topo.kinds == MEGATRON_CREATION_ORDER
+    assert topo.kinds == MEGATRON_CREATION_ORDER + SPLIT_KINDS
 
 
 # -- structural laws ----------------------------------------------------------------------------

@@ -26,13 +26,17 @@ from ._preflight.allocation.slurm_topology import read_slurm_topology
 from ._preflight.allocation.topograph import read_topograph
 from ._preflight.check import check
 from ._preflight.cluster import Cluster
+from ._preflight.crossings import Crossings, crossings
 from ._preflight.findings import Finding
+from ._preflight.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
 
 __all__ = [
     "Allocation",
+    "Arrangement",
     "Cluster",
+    "Crossings",
     "Finding",
     "Grid",
     "GroupList",
@@ -49,8 +53,10 @@ __all__ = [
     "TopologyError",
     "check",
     "compress_hostlist",
+    "crossings",
     "expand_hostlist",
     "hierarchical_groups",
+    "place",
     "read_allocation",
     "read_hostfile",
     "read_slurm_topology",

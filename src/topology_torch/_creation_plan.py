@@ -3,7 +3,9 @@
 A *channel* is one ``(kind, gloo, copy)``: the main group of a kind, its gloo companion, or an
 independent copy (``copy=1``, Megatron's separate all-gather communicator). A communicator is
 keyed by ``(ranks, backend, timeout, copy, options)``: two channels whose groups have the same
-ranks, backend, timeout, copy and ``pg_options`` object share one communicator. Singleton groups
+ranks, backend, timeout, copy and ``pg_options`` object share one communicator, unless one of
+them is ``separate`` (its kind then stands in for the copy: its communicators are its own, so
+its collectives never queue behind another kind's on one NCCL communicator). Singleton groups
 and groups equal to the whole default group (with its backend and timeout) need no collective and
 are planned apart.
 
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 Action = Literal["new", "same", "single", "world", "absent"]
-Key = tuple[tuple[int, ...], str | None, timedelta | None, int, int | None]
+Key = tuple[tuple[int, ...], str | None, timedelta | None, int | str, int | None]
 
 
 @attrs.frozen
@@ -53,14 +55,21 @@ class Channel:
     copy: int = 0
     # torch ``pg_options`` for new_group (e.g. ProcessGroupNCCL.Options); compared by identity
     options: Any = attrs.field(default=None, eq=False)
+    # True: this kind's groups share a communicator with no other kind (``separate=``)
+    alone: bool = False
 
     def same_settings(self, other: Channel) -> bool:
         """Whether groups of both channels with equal ranks may share one communicator."""
-        return (self.backend, self.timeout, self.copy) == (
-            other.backend,
-            other.timeout,
-            other.copy,
-        ) and self.options is other.options
+        return (
+            (self.backend, self.timeout, self.copy)
+            == (
+                other.backend,
+                other.timeout,
+                other.copy,
+            )
+            and self.options is other.options
+            and not (self.alone or other.alone)
+        )
 
 
 def _kind_names(topology: Topology, names: object, argument: str) -> tuple[str, ...]:
@@ -154,6 +163,7 @@ class Settings:
         timeout: timedelta | Mapping[str, timedelta] | None = None,
         gloo: Iterable[str] | None = ("dp-cp",),
         independent: Iterable[str] = (),
+        separate: Iterable[str] = (),
         pg_options: Mapping[str, Any] | None = None,
         world_timeout: timedelta | None = None,
         unusable: Callable[[str], str | None] = lambda name: None,
@@ -178,6 +188,7 @@ class Settings:
         chosen = topology.kinds if kinds is None else _kind_names(topology, kinds, "kinds")
         companions = () if gloo is None else _kind_names(topology, gloo, "gloo")
         copies = _kind_names(topology, independent, "independent")
+        alone = _kind_names(topology, separate, "separate")
         options: Mapping[str, object] = {}
         if pg_options is not None:
             if not isinstance(pg_options, Mapping):
@@ -220,7 +231,9 @@ class Settings:
             wait = cast("timedelta | None", timeouts.get(kind, default_timeout))
             backend_of_kind = per_kind.get(kind, main)
             option = options.get(kind)
-            channels.append(Channel(kind, False, backend_of_kind, wait, options=option))
+            channels.append(
+                Channel(kind, False, backend_of_kind, wait, options=option, alone=kind in alone)
+            )
             if kind in companions:
                 channels.append(Channel(kind, True, normal("gloo", "gloo"), wait))
             if kind in copies:
@@ -236,6 +249,7 @@ class Settings:
             and channel.timeout in (None, self.default_timeout)
             and channel.copy == 0
             and channel.options is None
+            and not channel.alone
             and len(ranks) == self.world_size
             and ranks[0] == 0
         ):
@@ -246,7 +260,8 @@ class Settings:
 def key_of(ranks: tuple[int, ...], channel: Channel) -> Key:
     """The identity of a communicator: ranks, backend, timeout, copy and options (by identity)."""
     options = None if channel.options is None else id(channel.options)
-    return (ranks, channel.backend, channel.timeout, channel.copy, options)
+    copy: int | str = channel.kind if channel.alone else channel.copy
+    return (ranks, channel.backend, channel.timeout, copy, options)
 
 
 def local_plan(

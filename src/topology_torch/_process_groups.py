@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, NoReturn
@@ -14,9 +14,10 @@ from torch.distributed.distributed_c10d import default_pg_timeout
 
 from topology import Topology, TopologyError
 
-from . import _mesh
+from . import _mesh, _world_mesh
 from ._agreement import DEFAULT_ARRIVAL, Proposal, agree, arrival_deadline, barrier, fingerprint
 from ._creation import (
+    STRATEGIES,
     Registry,
     backend_problem,
     create_all,
@@ -24,7 +25,7 @@ from ._creation import (
     create_split,
     resolve_strategy,
 )
-from ._creation_plan import Channel, Settings, key_of, local_plan
+from ._creation_plan import Channel, Settings, key_of, local_plan, shown
 
 __all__ = ["ProcessGroups", "describe", "join", "refuse", "require_initialized"]
 
@@ -55,6 +56,9 @@ def describe(settings: Settings, strategy: str) -> dict[str, str]:
     copies = tuple(c.kind for c in settings.channels if c.copy)
     if copies:
         facts["independent copies"] = repr(copies)
+    alone = tuple(c.kind for c in settings.channels if c.alone)
+    if alone:
+        facts["separate kinds"] = repr(alone)
     for channel in settings.channels:
         if channel.gloo or channel.copy:
             continue
@@ -126,10 +130,45 @@ def _default_timeout() -> timedelta | None:
     return wait if isinstance(wait, timedelta) else None
 
 
+def _unagreed_strategy(strategy: object) -> str:
+    """The strategy of ``create(agree=False)``: ``all`` (``auto`` means it), asking torch nothing.
+
+    ``local`` and ``split`` depend on the default group (its backend, a bound device), which a
+    creation without agreement does not consult.
+    """
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
+        raise TopologyError(
+            f"strategy {shown(strategy)} is not known; "
+            f"use one of {', '.join(map(repr, STRATEGIES))}"
+        )
+    if strategy not in ("auto", "all"):
+        raise TopologyError(
+            f"strategy {strategy!r} needs the agreement round; with agree=False use "
+            "strategy='all' or 'auto' (every rank calls new_group for every group)"
+        )
+    return "all"
+
+
+def _release(group: Any) -> None:
+    """Destroy ``group`` unless torch no longer knows it (the whole world was destroyed first,
+    say, or the group never came from torch): there is nothing left to free then."""
+    if group in dist.distributed_c10d._world.pg_map:
+        dist.destroy_process_group(group)
+
+
 def _creation_deadline(settings: Settings, deadline: timedelta) -> timedelta:
     """How long to wait for the slowest rank to finish creating: its groups' own timeouts."""
     waits = [c.timeout for c in settings.channels if c.timeout is not None]
     return max([deadline, *waits]) if waits else max(deadline, default_pg_timeout)
+
+
+def _new_world_groups(plan: list[Any], registry: Registry) -> None:
+    """Without agreement, a group of every rank gets its own communicator (is it the default
+    group? that needs the default group's backend and timeout, which nobody asked): one
+    ``new_group`` per distinct one, in channel order, on every rank (each is a member)."""
+    for channel, ranks, action in plan:
+        if action == "world" and key_of(ranks, channel) not in registry.groups:
+            registry.new_all(ranks, channel)
 
 
 class ProcessGroups:
@@ -179,7 +218,9 @@ class ProcessGroups:
         strategy: str = "auto",
         arrival_timeout: timedelta | None = None,
         independent: Iterable[str] = (),
+        separate: Iterable[str] = (),
         pg_options: Mapping[str, Any] | None = None,
+        agree: bool = True,
     ) -> ProcessGroups:
         """Create the torch groups of ``topology`` that this rank belongs to.
 
@@ -194,6 +235,7 @@ class ProcessGroups:
         ``create`` within ``arrival_timeout`` is named in a ``TopologyError`` on the others
         (instead of torch's 30-minute timeout). ``create`` returns only once every rank has
         made all of its groups, so ``destroy()`` right after it never races a slower member.
+        ``agree=False`` skips all of this (see below).
 
         Args:
             topology: the layout; its ranks are global ranks of the default group.
@@ -213,9 +255,21 @@ class ProcessGroups:
             independent: kinds that also get a second, independent communicator with the same
                 ranks (Megatron's separate all-gather group for ``dp-cp``); see
                 :meth:`independent_group`.
+            separate: kinds whose groups get communicators of their own even where another
+                kind has the same ranks (the default shares one communicator per rank set, and
+                NCCL runs one communicator's collectives in order: FSDP2 gives all-gather,
+                reduce-scatter and all-reduce their own groups so that they overlap).
+                ``topology.check(..., separate=...)`` counts the extra communicators.
             pg_options: per-kind torch ``pg_options`` for ``new_group`` (e.g.
                 ``{"dp-cp": ProcessGroupNCCL.Options()}``); a kind with options gets its own
                 communicator (never shared with another kind, never the default group).
+            agree: ``False`` skips the arrival/agreement round and the final barrier: every rank
+                must pass identical arguments (nothing checks it); for façades of libraries that
+                never checked (ezpz). Every rank then calls ``torch.distributed.new_group`` for
+                every group (strategy ``all``; ``auto`` means it) and asks torch only
+                ``is_initialized``, ``get_world_size`` and ``get_rank``: a group of every rank is
+                a communicator of its own, not the default group, and an invalid argument raises
+                on each rank by itself. ``arrival_timeout`` is then only validated.
 
         Raises:
             TopologyError: a bad argument on any rank, a strategy this default group cannot run,
@@ -226,10 +280,13 @@ class ProcessGroups:
         generation = _generation
         _generation += 1  # on every rank, whatever happens next: the next call meets again
         problem: TopologyError | None = None
+        agreed = agree is not False  # an invalid ``agree`` is reported through the agreement
+        if not isinstance(agree, bool):
+            problem = TopologyError(f"agree must be True or False, got {shown(agree)}")
         try:
             deadline = arrival_deadline(arrival_timeout)
         except TopologyError as error:
-            deadline, problem = DEFAULT_ARRIVAL, error
+            deadline, problem = DEFAULT_ARRIVAL, problem or error
         settings: Settings | None = None
         chosen = ""
         if problem is None:
@@ -237,18 +294,20 @@ class ProcessGroups:
                 settings = Settings.build(
                     topology,
                     world_size=dist.get_world_size(),
-                    default_backend=str(dist.get_backend()),
+                    # without agreement the default group is not asked (its backend is unknown)
+                    default_backend=str(dist.get_backend()) if agreed else "",
                     kinds=kinds,
                     backend=backend,
                     backends=backends,
                     timeout=timeout,
                     gloo=gloo,
                     independent=independent,
+                    separate=separate,
                     pg_options=pg_options,
-                    world_timeout=_default_timeout(),
+                    world_timeout=_default_timeout() if agreed else None,
                     unusable=backend_problem,
                 )
-                chosen = resolve_strategy(strategy)
+                chosen = resolve_strategy(strategy) if agreed else _unagreed_strategy(strategy)
             except TopologyError as error:
                 problem = error
             except Exception as error:  # an argument that breaks while being read
@@ -257,7 +316,10 @@ class ProcessGroups:
                     f"{type(error).__name__}: {error}"
                 )
                 problem.__cause__ = error
-        settings = join(f"create/{generation}", settings, chosen, problem, deadline)
+        if agreed:
+            settings = join(f"create/{generation}", settings, chosen, problem, deadline)
+        elif problem is not None or settings is None:  # every rank finds the same problem
+            raise problem or TopologyError(f"{_CREATE} found no settings to create")
         digest = fingerprint(describe(settings, chosen))
         rank = dist.get_rank()
         registry = Registry(rank, f"{generation}/{digest}")
@@ -269,18 +331,21 @@ class ProcessGroups:
                 create_split(settings, registry)
             else:
                 create_local(settings, registry, plan)
-            # return only when every member of every new group has it: nobody can destroy a
-            # group while a slower member is still connecting to it
-            barrier(f"create/{generation}/done", _creation_deadline(settings, deadline), _DONE)
+            if agreed:
+                # return only when every member of every new group has it: nobody can destroy a
+                # group while a slower member is still connecting to it
+                barrier(f"create/{generation}/done", _creation_deadline(settings, deadline), _DONE)
+            else:
+                _new_world_groups(plan, registry)
         except BaseException:
             for group in reversed(registry.owned):  # leave torch's registry as it was
-                dist.destroy_process_group(group)
+                _release(group)
             raise
         slots: dict[Channel, Any] = {}
         for channel, ranks, action in plan:
             if action == "absent" or ranks is None:
                 continue
-            if action == "world":
+            if action == "world" and agreed:
                 slots[channel] = dist.group.WORLD
             elif action == "single":
                 slots[channel] = registry.groups.get(key_of(ranks, channel), _SINGLE)
@@ -389,6 +454,24 @@ class ProcessGroups:
         """
         return _mesh.device_mesh(self, axes, device_type)
 
+    def world_mesh(
+        self,
+        *dims: str,
+        names: Sequence[str] | None = None,
+        flatten: Mapping[str, str] | None = None,
+        device_type: str | None = None,
+    ) -> DeviceMesh:
+        """One n-D ``DeviceMesh`` over ``dims`` (outermost first) from which every mesh is a
+        slice or a flatten backed by one of our communicators (torch makes no new group).
+
+        ``names`` renames the dimensions (torchtitan's ``"dp_shard"`` for ``"dp-shard"``);
+        ``flatten`` registers more flattened meshes by name, ``{"fsdp": "intra-dp-cp"}``.
+        See :func:`topology_torch._world_mesh.world_mesh`.
+        """
+        return _world_mesh.world_mesh(
+            self, dims, names=names, flatten=flatten, device_type=device_type
+        )
+
     def destroy(self) -> None:
         """Destroy every group this object made; it cannot be used afterwards.
 
@@ -402,7 +485,7 @@ class ProcessGroups:
         tags = dist.distributed_c10d._world.tags_to_pg
         for group in reversed(list(made.values())):
             tag = dist.distributed_c10d._world.pg_to_tag.get(group)
-            dist.destroy_process_group(group)
+            _release(group)
             # torch leaves an empty list behind under the group's own tag; drop it
             if tag is not None and tag in tags and not tags[tag]:
                 del tags[tag]

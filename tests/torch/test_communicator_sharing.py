@@ -75,3 +75,46 @@ def test_each_rank_creates_the_core_communicators(topo: Topology) -> None:
         counts.append(len(new))
     core = communicators(topo)
     assert (min(counts), max(counts)) == (core.per_rank_min, core.local)
+
+
+@st.composite
+def layouts_with_own_kinds(draw: st.DrawFn) -> tuple[Topology, tuple[str, ...], tuple[str, ...]]:
+    topo = draw(layouts)
+    separate = tuple(draw(st.lists(st.sampled_from(topo.kinds), max_size=3, unique=True)))
+    independent = tuple(draw(st.lists(st.sampled_from(topo.kinds), max_size=3, unique=True)))
+    return topo, separate, independent
+
+
+@settings(max_examples=60, deadline=None)
+@given(layouts_with_own_kinds())
+def test_separate_and_independent_kinds_are_counted_as_created(
+    case: tuple[Topology, tuple[str, ...], tuple[str, ...]],
+) -> None:
+    """With separate= and independent=, strategy "all" creates Communicators.all groups and
+    each rank the per-rank count the core reports."""
+    topo, separate, independent = case
+    world = topo.rank_offset + topo.world_size + 1
+    plan = Settings.build(
+        topo,
+        world_size=world,
+        default_backend="gloo",
+        gloo=None,
+        separate=separate,
+        independent=independent,
+    )
+    core = communicators(topo, separate=separate, independent=independent)
+    assert len(list(global_plan(plan))) == core.all
+    counts = [
+        sum(action == "new" for _, _, action in local_plan(plan, rank)) for rank in _ranks(topo)
+    ]
+    assert (min(counts), max(counts)) == (core.per_rank_min, core.per_rank_max)
+
+
+def test_a_separate_kind_gets_its_own_communicators() -> None:
+    """dp and dp-cp are one rank set when cp = 1: shared by default, two with separate=("dp",)."""
+    topo = Topology(16, tp=2, pp=2)
+    assert ("dp", "dp-cp") in communicators(topo).shared
+    assert communicators(topo, separate=("dp",)).all == communicators(topo).all + 4
+    assert communicators(topo, separate=("dp",)).per_rank_max == (
+        communicators(topo).per_rank_max + 1
+    )

@@ -73,6 +73,22 @@ INVALID: list[tuple[dict[str, Any], str]] = [
         {"arrival_timeout": timedelta(seconds=-5)},
         r"^arrival_timeout must be a positive datetime.timedelta, got datetime.timedelta\(days=-1",
     ),
+    ({"agree": 1}, r"^agree must be True or False, got 1$"),
+    ({"agree": None}, r"^agree must be True or False, got None$"),
+    ({"agree": "no"}, r"^agree must be True or False, got 'no'$"),
+    ({"agree": [False]}, r"^agree must be True or False, got \[False\]$"),
+    (
+        {"agree": False, "strategy": "local"},
+        r"^strategy 'local' needs the agreement round; with agree=False use strategy='all' or ",
+    ),
+    (
+        {"agree": False, "strategy": "split"},
+        r"^strategy 'split' needs the agreement round; with agree=False use strategy='all' or ",
+    ),
+    ({"agree": False, "strategy": "fast"}, r"^strategy 'fast' is not known; use one of 'auto'"),
+    ({"agree": False, "kinds": 5}, r"^kinds must be a sequence of kinds such as \('tp', 'pp'\)"),
+    ({"agree": False, "backend": "nccl"}, r"^backend 'nccl' cannot be used here: it needs CUDA"),
+    ({"agree": False, "arrival_timeout": 0}, r"^arrival_timeout must be a positive datetime."),
 ]
 
 
@@ -143,6 +159,7 @@ _timeouts = st.one_of(st.none(), st.timedeltas())
     gloo=st.one_of(_kind_lists, anything),
     strategy=st.one_of(st.sampled_from(STRATEGIES), anything),
     arrival_timeout=st.one_of(_timeouts, anything),
+    agree=st.one_of(st.booleans(), anything),
 )
 def test_only_topology_errors_escape_create_whatever_the_arguments(
     one_rank: None,
@@ -154,8 +171,10 @@ def test_only_topology_errors_escape_create_whatever_the_arguments(
     gloo: Any,
     strategy: Any,
     arrival_timeout: Any,
+    agree: Any,
 ) -> None:
-    """Any arguments: create returns working groups or raises TopologyError, nothing else."""
+    """Any arguments (with or without agreement): create returns working groups or raises
+    TopologyError, nothing else."""
     try:
         groups = ProcessGroups.create(
             topology,
@@ -166,6 +185,7 @@ def test_only_topology_errors_escape_create_whatever_the_arguments(
             gloo=gloo,
             strategy=strategy,
             arrival_timeout=arrival_timeout,
+            agree=agree,
         )
     except TopologyError:
         return

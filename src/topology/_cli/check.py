@@ -6,7 +6,15 @@ import argparse
 import sys
 from typing import Any
 
+from .._preflight.allocation.rankmap import RankMap
 from .._preflight.check import check
+from .._preflight.cluster import Cluster
+from .allocation_args import (
+    add_allocation_arguments,
+    allocation_from_args,
+    no_cluster_with_allocation,
+    rank_map_from_args,
+)
 from .common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -33,11 +41,15 @@ def register(subparsers: Any) -> None:
         help="check a layout against the cluster before launch (exit 1 on errors)",
         description="Check the layout against the cluster: world size vs allocation, groups "
         "that cross nodes although they would fit, stage placement, communicator counts. "
+        "With an allocation (--allocation, --slurm-topology, --topograph, --hostfile or "
+        "--hosts) the ranks run on those hosts in the launcher's order, and the report counts "
+        "the groups that cross each tier. "
         "Exit code 0 when no finding is an error, 1 otherwise (2 for invalid input, 3 for an "
         "internal error).",
     )
     add_layout_arguments(parser)
-    add_cluster_arguments(parser, required=True)
+    add_cluster_arguments(parser, required=True, unless="an allocation is given")
+    add_allocation_arguments(parser)
     add_output_arguments(parser)
     parser.add_argument(
         "--max-communicators",
@@ -56,11 +68,18 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the check; exit 1 if any finding is an error (or a warning with --strict)."""
-    topo = topology_from_args(args)
-    cluster = cluster_from_args(args)
-    if cluster is None:  # add_cluster_arguments(required=True) makes this unreachable
+    alloc = allocation_from_args(args)
+    where: Cluster | RankMap | None
+    if alloc is not None:
+        no_cluster_with_allocation(args)
+        topo = topology_from_args(args, default_world_size=alloc.gpus)
+        where = rank_map_from_args(args, topo.rank_offset + topo.world_size)
+    else:
+        topo = topology_from_args(args)
+        where = cluster_from_args(args)
+    if where is None:  # add_cluster_arguments(required=True) makes this unreachable
         raise CliError("check needs the node size: pass --gpus-per-node G (e.g. 8)")
-    report = check(topo, cluster, max_communicators=args.max_communicators)
+    report = check(topo, where, max_communicators=args.max_communicators)
     if args.json:
         write_json("check", report.to_dict())
     else:

@@ -37,6 +37,7 @@ __all__ = [
     "add_cluster_arguments",
     "add_layout_arguments",
     "add_output_arguments",
+    "cluster_flags_given",
     "cluster_from_args",
     "int_type",
     "json_schema_id",
@@ -268,8 +269,11 @@ def add_layout_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_cluster_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
-    """Add ``--gpus-per-node``, ``--nodes`` and ``--nvlink-domain``."""
+def add_cluster_arguments(
+    parser: argparse.ArgumentParser, *, required: bool = False, unless: str = ""
+) -> None:
+    """Add ``--gpus-per-node``, ``--nodes`` and ``--nvlink-domain`` (``unless`` says when a
+    required ``--gpus-per-node`` may be left out, for its help)."""
     group = parser.add_argument_group("cluster")
     group.add_argument(
         "--gpus-per-node",
@@ -277,7 +281,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, *, required: bool = F
         type=int_type("gpus_per_node"),
         action=Once,
         metavar="G",
-        help="GPUs per node" + (" (required)" if required else ""),
+        help="GPUs per node"
+        + (f" (required{f' unless {unless}' if unless else ''})" if required else ""),
     )
     group.add_argument(
         "--nodes", type=int_type("nodes"), action=Once, metavar="N", help="nodes in the allocation"
@@ -391,8 +396,12 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     return dict(cached[0]), dict(cached[1])
 
 
-def topology_from_args(args: argparse.Namespace) -> Topology:
+def topology_from_args(
+    args: argparse.Namespace, *, default_world_size: int | None = None
+) -> Topology:
     """The Topology given by ``--config`` and the layout flags (flags win).
+
+    ``default_world_size`` (an allocation's GPUs) applies when neither gives a world size.
 
     Raises:
         CliError: for an unreadable or malformed config file or a missing world size.
@@ -406,6 +415,8 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
         value = getattr(args, dest, None)
         if value is not None:
             fields[dest] = value
+    if "world_size" not in fields and default_world_size is not None:
+        fields["world_size"] = default_world_size
     if "world_size" not in fields:
         gpus = getattr(args, "gpus_per_node", None) or cluster_fields.get("gpus_per_node")
         nodes = getattr(args, "nodes", None) or cluster_fields.get("nodes")
@@ -416,6 +427,15 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
                 "no world size: pass --world-size N, --config FILE, or --nodes with --gpus-per-node"
             )
     return Topology.from_dict(fields)
+
+
+def cluster_flags_given(args: argparse.Namespace) -> list[str]:
+    """The cluster settings given by a flag or the config's cluster table, as flag names."""
+    _, fields = _config(args)
+    given = {name for name in _CLUSTER_SCHEMA if getattr(args, name, None) is not None}
+    return [
+        "--" + name.replace("_", "-") for name in _CLUSTER_SCHEMA if name in given | set(fields)
+    ]
 
 
 def cluster_from_args(args: argparse.Namespace) -> Cluster | None:

@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 
-from .._megatron.kinds import MEGATRON_NAMES, TABLE
+from .._megatron.kinds import ALIASES, TABLE
 from .common import CliError, Parser
 
 __all__ = ["SHELLS", "complete", "kind_names", "register", "with_completer"]
@@ -38,7 +38,7 @@ def kind_names() -> list[str]:
     True
     """
     canonical = [spec.name for spec in TABLE if "<" not in spec.name]
-    return canonical + sorted(set(MEGATRON_NAMES) - set(canonical))
+    return canonical + sorted(set(ALIASES) - set(canonical))
 
 
 def with_completer(action: argparse.Action, values: Callable[[], Iterable[str]]) -> None:

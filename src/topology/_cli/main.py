@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 from .. import __version__
 from .._errors import TopologyError
-from . import check, completion, groups, plan, rank, show, simulate
+from . import check, completion, groups, place, plan, rank, show, simulate
 from .common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CliError, Parser, one_line
 
 __all__ = ["COMMANDS", "EPILOG", "build_parser", "main"]
 
-COMMANDS = (show, groups, rank, check, simulate, plan, completion)
+COMMANDS = (show, groups, rank, check, place, simulate, plan, completion)
 """Command modules, in the order ``--help`` lists them."""
 
 EPILOG = (

@@ -5,9 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .._errors import TopologyError
 from .._megatron.topology import Topology
+from .._preflight.allocation.hostlist import compress_hostlist
+from .._preflight.allocation.rankmap import RankMap
 from .._preflight.cluster import Cluster
+from .._preflight.crossings import NODE_TIER, Crossings, crossings
 from .._preflight.placement import placement
+from .allocation_args import (
+    add_allocation_arguments,
+    allocation_from_args,
+    no_cluster_with_allocation,
+    order_name,
+    rank_map_from_args,
+)
 from .common import (
     CliError,
     add_cluster_arguments,
@@ -33,10 +44,13 @@ def register(subparsers: Any) -> None:
         "show",
         help="draw the layout (nodes as boxes, GPUs labelled with coordinates)",
         description="Draw the layout: up to 256 ranks as nodes with one labelled cell per GPU "
-        "(r5 t1 p0 d3 = rank 5, tp rank 1, stage 0, dp replica 3); larger worlds as a table.",
+        "(r5 t1 p0 d3 = rank 5, tp rank 1, stage 0, dp replica 3); larger worlds as a table. "
+        "With an allocation, also each tier's domains with their hosts and ranks, and how many "
+        "groups of each kind cross each tier.",
     )
     add_layout_arguments(parser)
     add_cluster_arguments(parser)
+    add_allocation_arguments(parser)
     add_output_arguments(parser)
     parser.add_argument(
         "--color-by",
@@ -66,20 +80,37 @@ def _sizes(topo: Topology) -> dict[str, int]:
     }
 
 
-def to_json(topo: Topology, cluster: Cluster | None) -> dict[str, Any]:
+def _where(
+    rank: int, cluster: Cluster | None, rank_map: RankMap | None
+) -> tuple[int | None, int | None]:
+    """``(node, local GPU)`` of ``rank``, from the rank map or the cluster; None without both."""
+    if rank_map is not None:
+        location = rank_map.location(rank)
+        return location.node, location.local_gpu
+    if cluster is not None:
+        return rank // cluster.gpus_per_node, rank % cluster.gpus_per_node
+    return None, None
+
+
+def to_json(
+    topo: Topology,
+    cluster: Cluster | None,
+    allocation: dict[str, Any] | None = None,
+    rank_map: RankMap | None = None,
+) -> dict[str, Any]:
     """The ``show --json`` document (schema in docs/cli.md)."""
-    gpus = cluster.gpus_per_node if cluster else None
     cell_list = None
     if topo.world_size <= MAX_PICTURE_RANKS:
         cell_list = []
         for rank, text, _ in cells(topo):
             info = topo.rank_info(rank)
+            node, local_gpu = _where(rank, cluster, rank_map)
             cell_list.append(
                 {
                     "rank": rank,
                     "label": text,
-                    "node": None if gpus is None else rank // gpus,
-                    "local_gpu": None if gpus is None else rank % gpus,
+                    "node": node,
+                    "local_gpu": local_gpu,
                     "dense": info.coord("dense"),
                     "expert": info.coord("expert"),
                 }
@@ -99,7 +130,99 @@ def to_json(topo: Topology, cluster: Cluster | None) -> dict[str, Any]:
             "nvlink_domain": cluster.nvlink_domain,
         },
         "cells": cell_list,
+        "allocation": allocation,
     }
+
+
+def allocation_json(rank_map: RankMap, found: Crossings, order: str) -> dict[str, Any]:
+    """``show --json``'s ``allocation``: the host order used, the rank map and the crossings."""
+    return {"order": order, "rank_map": rank_map.to_dict(), "crossings": found.to_dict()}
+
+
+def host_list(names: list[str] | tuple[str, ...]) -> str:
+    """Host names as a Slurm host list, or comma-separated when a name cannot be written so.
+
+    >>> host_list(["node1", "node2", "node3", "node10"])
+    'node[1-3,10]'
+    """
+    try:
+        return compress_hostlist(names)
+    except TopologyError:
+        return ",".join(names)
+
+
+def rank_ranges(spans: list[tuple[int, int]]) -> str:
+    """``(first rank, count)`` spans as ``0-7,16-23`` (touching spans merged, in rank order).
+
+    >>> rank_ranges([(16, 8), (0, 4), (4, 4), (40, 1)])
+    '0-7,16-23,40'
+    """
+    merged: list[list[int]] = []
+    for first, count in sorted(spans):
+        if merged and merged[-1][1] + 1 == first:
+            merged[-1][1] = first + count - 1
+        else:
+            merged.append([first, first + count - 1])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in merged)
+
+
+def _crossing_line(found: Crossings, tier: int) -> str:
+    parts = [
+        f"{kind} {found.crossing[i][tier]} of {found.totals[i]}"
+        for i, kind in enumerate(found.kinds)
+    ]
+    return ", ".join(parts) if parts else "no kinds counted"
+
+
+def allocation_text(rank_map: RankMap, found: Crossings, order: str, columns: int) -> list[str]:
+    """The text sections of ``show`` with an allocation: the host order, then per tier each
+    domain with its hosts and ranks and how many groups of each kind cross the tier."""
+    hosts = rank_map.to_dict()["hosts"]
+    names = [h["name"] for h in hosts]
+    head = (
+        f"allocation: {rank_map.world_size} ranks on {len(names)} hosts, host order "
+        f"{order} (node rank = position): {host_list(names)}"
+    )
+    lines = ["", *wrap(head, columns, hang="    "), ""]
+    lines += wrap(
+        f"groups that cross hosts ({NODE_TIER}): {_crossing_line(found, 0)}",
+        columns,
+        hang="    ",
+    )
+    for t, tier in enumerate(rank_map.tiers):
+        labels = rank_map.host_domain_ids(t)
+        domain_names = rank_map.domain_names(t)
+        members: dict[int, list[int]] = {}
+        for node, label in enumerate(labels):
+            members.setdefault(label, []).append(node)
+        rows = []
+        for label, nodes in members.items():
+            name = domain_names[label]
+            rows.append(
+                (
+                    "(unknown)" if name is None else name,
+                    len(nodes),
+                    host_list([names[n] for n in nodes]),
+                    rank_ranges([(hosts[n]["first_rank"], hosts[n]["ranks"]) for n in nodes]),
+                )
+            )
+        kind = " (NVLink)" if tier.nvlink else ""
+        lines += ["", f"tier {tier.name}{kind}: {len(members)} domains"]
+        lines += table(
+            ("domain", "hosts", "names", "ranks"),
+            rows,
+            columns,
+            align="<><<",
+            wrap_columns=(2, 3),
+            indent="  ",
+        )
+        lines += wrap(
+            f"groups that cross {tier.name}: {_crossing_line(found, t + 1)}",
+            columns,
+            indent="  ",
+            hang="      ",
+        )
+    return lines
 
 
 def _table(topo: Topology, cluster: Cluster | None, columns: int) -> str:
@@ -128,12 +251,31 @@ def _write(path: str, flag: str, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the picture, table or JSON; write the SVG and the HTML page if asked."""
-    topo = topology_from_args(args)
-    cluster = cluster_from_args(args)
+    alloc = allocation_from_args(args)
+    rank_map = found = None
+    if alloc is not None:
+        no_cluster_with_allocation(args)
+        topo = topology_from_args(args, default_world_size=alloc.gpus)
+        rank_map = rank_map_from_args(args, topo.rank_offset + topo.world_size)
+        cluster = None
+    else:
+        topo = topology_from_args(args)
+        cluster = cluster_from_args(args)
+    if rank_map is not None:
+        found = crossings(topo, rank_map)
     if args.json:
-        write_json("show", to_json(topo, cluster))
+        extra = None
+        if rank_map is not None and found is not None:
+            extra = allocation_json(rank_map, found, order_name(args))
+        write_json("show", to_json(topo, cluster, extra, rank_map))
     drawable = topo.world_size <= MAX_PICTURE_RANKS
     node_cluster = cluster or Cluster(min(_DEFAULT_GPUS, topo.world_size))
+    if rank_map is not None:
+        counts = {h.gpus for h in rank_map.hosts}
+        if len(counts) == 1:
+            node_cluster = Cluster(counts.pop())
+        else:
+            drawable = False
     if args.svg:
         if not drawable:
             raise CliError(
@@ -146,19 +288,28 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         return 0
     columns = terminal_width()
+    after = []
+    if rank_map is not None and found is not None:
+        after = allocation_text(rank_map, found, order_name(args), columns)
     if not drawable:
         print(_table(topo, cluster, columns), end="")
+        if after:
+            print("\n".join(after))
         return 0
     print("\n".join(wrap(str(topo), columns)))
-    if cluster is None:
+    if cluster is None and rank_map is None:
         hint = f"(assuming {node_cluster.gpus_per_node} GPUs per node; set --gpus-per-node)"
         print("\n".join(wrap(hint, columns)))
     lines = picture(topo, node_cluster, args.color_by, columns)
     if use_color(args):
         try:
             render_rich(lines)
+            if after:
+                print("\n".join(after))
             return 0
         except ImportError:
             pass
     print(render_text(lines), end="")
+    if after:
+        print("\n".join(after))
     return 0

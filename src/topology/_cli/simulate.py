@@ -91,13 +91,16 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_preset_arguments(parser: argparse.ArgumentParser, *, model_default: str | None) -> None:
-    """Add ``--model`` (required when ``model_default`` is None) and ``--hardware``."""
+def add_preset_arguments(
+    parser: argparse.ArgumentParser, *, model_default: str | None, optional: bool = False
+) -> None:
+    """Add ``--model`` (required when ``model_default`` is None, unless ``optional``) and
+    ``--hardware``."""
     default = "" if model_default is None else f" (default {model_default})"
     model = parser.add_argument(
         "--model",
         default=model_default,
-        required=model_default is None,
+        required=model_default is None and not optional,
         action=Once,
         help=f"a model preset ({model_presets()}) or a JSON file of model fields{default}",
     )

@@ -220,6 +220,74 @@ class Grid:
             rank += value * stride
         return rank
 
+    def matching(self, /, **coord: int) -> tuple[int, ...]:
+        """Every rank whose coordinates equal ``coord`` on the given axes, ascending.
+
+        Axes left out are free, so ``matching()`` is the whole grid and a full coordinate gives
+        one rank. This is DeepSpeed's ``ProcessTopology.filter_match``, whose results also come
+        in rank order.
+
+        Algorithm: the fixed axes make a base rank ``rank_offset + sum(coord[a] * stride[a])``;
+        the matches are that base plus the group along the free axes, ``group_of(base, *free)``,
+        so the cost is the number of matches (they are all built), never the world's.
+
+        >>> grid = Grid.from_sizes(pipe=2, data=2, model=2)
+        >>> grid.matching(pipe=0, data=1), grid.matching(data=1, model=1)
+        ((2, 3), (3, 7))
+
+        Raises:
+            TopologyError: an axis the grid lacks, or a coordinate outside ``0 .. size - 1``.
+        """
+        base = self.rank_offset
+        for name, value in coord.items():
+            base += self._check_coordinate(name, value) * self._strides[self.axes.index(name)]
+        free = tuple(name for name in self.axes if name not in coord)
+        return self.groups(*free).build(base)
+
+    def rank_name(
+        self,
+        rank: int,
+        *,
+        omit: tuple[str, ...] = (),
+        inner_sep: str = "_",
+        outer_sep: str = "-",
+    ) -> str:
+        """A stable name for ``rank``'s checkpoint shard: each axis and its two-digit coordinate.
+
+        Axes come outermost first, ``omit`` leaves some out (the ones a shard is shared along,
+        such as data parallelism), and the pieces read ``f"{axis}{inner_sep}{coord:02d}"`` joined
+        by ``outer_sep``: DeepSpeed's ``get_rank_repr`` format. With no axis omitted, distinct ranks
+        get distinct names (whatever the separators while coordinates stay below 100, and always
+        when neither the separators nor the axis names hold a digit); omitting every axis gives
+        ``''``.
+
+        >>> grid = Grid.from_sizes(pipe=2, data=2, model=2)
+        >>> grid.rank_name(7), grid.rank_name(7, omit=("pipe", "data"))
+        ('pipe_01-data_01-model_01', 'model_01')
+        >>> grid.rank_name(5, omit=("data",), inner_sep="", outer_sep=".")
+        'pipe01.model01'
+
+        Raises:
+            TopologyError: a rank outside the grid, an unknown axis in ``omit``, or a separator
+                that is not a string.
+        """
+        coord = self.coord(rank)
+        if not isinstance(omit, tuple):
+            raise TopologyError(
+                f"omit must be a tuple of axis names like ('dp',), got {show(omit)}"
+            )
+        skipped = set(self._axis_indices(omit)) if omit else set()
+        for label, sep in (("inner_sep", inner_sep), ("outer_sep", outer_sep)):
+            if not isinstance(sep, str):
+                raise TopologyError(
+                    f"{label} must be a string like '_', got {show(sep)} ({type(sep).__name__})"
+                )
+        return outer_sep.join(
+            f"{name}{inner_sep}{coord[name]:02d}"
+            for index, name in enumerate(self.axes)
+            if index not in skipped
+        )
+
     # -- groups ---------------------------------------------------------------------------------
 
     def groups(self, *axes: str) -> OrthogonalGroups:
@@ -284,6 +352,16 @@ class Grid:
                 raise TopologyError(f"axis {show(name)} is named twice in {show('-'.join(names))}")
             indices.append(index)
         return indices
+
+    def _check_coordinate(self, name: str, value: object) -> int:
+        if name not in self.axes:
+            raise TopologyError(f"unknown axis {show(name)}; this grid has axes {self.axes!r}")
+        size = self.shape[self.axes.index(name)]
+        if type(value) is not int or not 0 <= value < size:
+            raise TopologyError(
+                f"coordinate {name}={show(value)} is out of range; valid: 0 to {size - 1}"
+            )
+        return value
 
     def _check_rank(self, rank: object) -> int:
         if type(rank) is not int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from itertools import product
-from typing import overload
+from typing import cast, overload
 
 from .._args import show
 from .._errors import TopologyError
@@ -309,8 +309,20 @@ class DerivedGroups(GroupList):
         equal-sized)."""
         return self._size
 
+    def _call_make(self, index: int) -> object:
+        """``make(index)``; what the maker raises becomes a TopologyError naming the call."""
+        try:
+            return self._make(index)
+        except TopologyError:
+            raise
+        except Exception as error:
+            raise TopologyError(
+                f"make({index}) raised {type(error).__name__}: {error}; make must map a group "
+                "index to a sequence of ints"
+            ) from error
+
     def _made(self, index: int) -> Sequence[int]:
-        group = self._make(index)
+        group = self._call_make(index)
         if isinstance(group, Ranks):
             return group
         if not isinstance(group, Sequence) or any(type(r) is not int for r in group):
@@ -321,7 +333,7 @@ class DerivedGroups(GroupList):
         return tuple(self._made(index))
 
     def _lazy(self, index: int) -> Ranks:
-        return Ranks.of(self._make(index))
+        return Ranks.of(cast("Sequence[int]", self._call_make(index)))
 
     def _holds(self, index: int, rank: int) -> bool:
         return rank in self._made(index)

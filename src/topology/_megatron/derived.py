@@ -23,6 +23,8 @@ from .._layout.runs import normal, split
 from .._layout.spans import Shape
 
 __all__ = [
+    "DP_REPLICATE",
+    "DP_SHARD",
     "EMBEDDING",
     "HCP_LEVEL",
     "INTER_EDP",
@@ -33,6 +35,7 @@ __all__ = [
     "Derived",
     "Layout",
     "grid_locate",
+    "splits_dp",
 ]
 
 
@@ -247,6 +250,96 @@ INTRA_DP_CP = Derived(
 """One instance's share of each dp-cp group: consecutive blocks of ``dp * cp / instances``."""
 
 
+# -- replicate x shard: the data-parallel ranks split at the instance boundary ------------------
+
+
+def splits_dp(topo: Layout) -> bool:
+    """True when the instances cut the dp axis itself: ``instances`` divides dp and cp (if any)
+    varies faster than dp, so one instance's share of a dp-cp group is a block of dp
+    coordinates times every cp coordinate (torchtitan's ``dp_shard x cp``)."""
+    instances = topo.dist_opt_instances
+    grid = topo.dense
+    dp = grid.size("dp")
+    if instances == 1 or dp % instances:
+        return False
+    if grid.size("cp") == 1:
+        return True
+    strides = dict(zip(grid.axes, grid.strides, strict=True))
+    return strides["cp"] < strides["dp"]
+
+
+def _across_shares(groups: OrthogonalGroups, size: int, width: int) -> DerivedGroups:
+    """Position ``j`` of every ``width``-wide share of each group: ``j, j + width, ...``."""
+    return DerivedGroups(
+        len(groups) * width,
+        lambda i: groups.ranks(i // width).take(range(i % width, size, width)),
+    )
+
+
+def _dp_replicate_groups(topo: Layout, name: str) -> DerivedGroups:
+    dp_cp = topo.dense.groups("dp", "cp")
+    size = dp_cp.group_size
+    return _across_shares(dp_cp, size, size // topo.dist_opt_instances)
+
+
+def _dp_replicate_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+    group, position = grid_locate(topo.dense, ("dp", "cp"), rank)
+    width = topo.dense.size("dp", "cp") // topo.dist_opt_instances
+    return group * width + position % width, position // width
+
+
+def _dp_replicate_shape(topo: Layout, name: str) -> Shape | None:
+    found = _instance_digits(topo, topo.dense, ("dp", "cp"))
+    if found is None:
+        return None
+    low, high, others = found
+    return Shape.regular(high, (*low, *others), topo.rank_offset)
+
+
+DP_REPLICATE = Derived(
+    lambda topo, name: topo.dist_opt_instances,
+    _dp_replicate_groups,
+    _dp_replicate_locate,
+    shape=_dp_replicate_shape,
+)
+"""The same position in every instance's share of a dp-cp group: the replicas of one shard
+(torchtitan's ``dp_replicate``; HSDP all-reduces gradients over it)."""
+
+
+def _dp_shard_groups(topo: Layout, name: str) -> DerivedGroups:
+    instances = topo.dist_opt_instances
+    dp = topo.dense.groups("dp")
+    width = dp.group_size // instances
+    return DerivedGroups(
+        len(dp) * instances,
+        lambda i: dp.ranks(i // instances).take(_chunk(i % instances, width)),
+    )
+
+
+def _dp_shard_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+    instances = topo.dist_opt_instances
+    group, position = grid_locate(topo.dense, ("dp",), rank)
+    width = topo.dense.size("dp") // instances
+    return group * instances + position // width, position % width
+
+
+def _dp_shard_shape(topo: Layout, name: str) -> Shape | None:
+    found = _instance_digits(topo, topo.dense, ("dp",))
+    if found is None:
+        return None
+    low, high, others = found
+    return Shape.regular(low, (*high, *others), topo.rank_offset)
+
+
+DP_SHARD = Derived(
+    lambda topo, name: topo.dense.size("dp") // topo.dist_opt_instances,
+    _dp_shard_groups,
+    _dp_shard_locate,
+    shape=_dp_shard_shape,
+)
+"""One instance's share of each dp group, without cp (torchtitan's ``dp_shard``)."""
+
+
 def _edp(topo: Layout, rank: int) -> tuple[int, int, int]:
     """``(edp group index, position in it, width of one instance's share)``."""
     grid, axes = topo._grid_kind("edp")
@@ -297,13 +390,8 @@ INTRA_EDP = Derived(
 
 
 def _inter_edp_groups(topo: Layout, name: str) -> DerivedGroups:
-    edp_groups = _edp_groups(topo)
     edp = topo.edp
-    width = edp // topo.dist_opt_instances
-    return DerivedGroups(
-        len(edp_groups) * width,
-        lambda i: edp_groups.ranks(i // width).take(range(i % width, edp, width)),
-    )
+    return _across_shares(_edp_groups(topo), edp, edp // topo.dist_opt_instances)
 
 
 def _inter_edp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:

@@ -22,6 +22,8 @@ from .._layout.grid import Grid
 from .._layout.groups import GroupList, Ranks
 from .._layout.spans import Shape
 from .derived import (
+    DP_REPLICATE,
+    DP_SHARD,
     EMBEDDING,
     HCP_LEVEL,
     INTER_EDP,
@@ -32,9 +34,11 @@ from .derived import (
     Derived,
     Layout,
     grid_locate,
+    splits_dp,
 )
 
 __all__ = [
+    "ALIASES",
     "DENSE_KINDS",
     "EXPERT_KINDS",
     "MEGATRON_NAMES",
@@ -76,7 +80,8 @@ class KindSpec:
     A grid kind names its ``grid`` (``"dense"`` or ``"expert"``) and ``axes``; an expert kind
     also says what it means in a dense-only layout without an expert grid (``dense_axes``).
     A derived kind has ``derived`` instead. ``needs`` is the Topology field that must be set
-    for the kind to exist (``dist_opt_instances`` > 1, or ``hcp_sizes`` with one kind a level).
+    for the kind to exist (``dist_opt_instances`` > 1, ``hcp_sizes`` with one kind a level, or
+    ``dp_split``: instances that cut the dp axis itself, see :func:`~.derived.splits_dp`).
     """
 
     name: str
@@ -85,11 +90,15 @@ class KindSpec:
     axes: tuple[str, ...] = ()
     dense_axes: tuple[str, ...] = ()
     derived: Derived | None = None
-    needs: Literal["dist_opt_instances", "hcp_sizes"] | None = None
+    needs: Literal["dist_opt_instances", "hcp_sizes", "dp_split"] | None = None
+    aliases: tuple[str, ...] = ()
+    """Other names users know the kind by (torchtitan's ``dp_shard``), beyond Megatron's."""
 
     def names(self, topo: Layout) -> tuple[str, ...]:
         """The concrete kinds this row gives ``topo`` (none when it does not apply)."""
         if self.needs == "dist_opt_instances" and topo.dist_opt_instances == 1:
+            return ()
+        if self.needs == "dp_split" and not splits_dp(topo):
             return ()
         if self.name.endswith(_LEVEL):
             stem = self.name[: -len(_LEVEL)]
@@ -179,7 +188,13 @@ def _dist_opt(name: str, derived: Derived, *megatron: str) -> KindSpec:
 
 TABLE: tuple[KindSpec, ...] = (
     _dense("dp-cp", ("dp", "cp"), "dp_cp"),
-    _dist_opt("intra-dp-cp", INTRA_DP_CP, "intra_dp_cp"),
+    KindSpec(
+        "intra-dp-cp",
+        ("intra_dp_cp",),
+        derived=INTRA_DP_CP,
+        needs="dist_opt_instances",
+        aliases=("dp-shard-cp", "dp_shard_cp"),
+    ),
     _dense("dp", ("dp",)),
     _dense("cp", ("cp",)),
     KindSpec("hcp-<level>", derived=HCP_LEVEL, needs="hcp_sizes"),
@@ -199,8 +214,11 @@ TABLE: tuple[KindSpec, ...] = (
     _dist_opt("intra-edp", INTRA_EDP, "intra_expt_dp"),
     _dist_opt("inter-edp", INTER_EDP, "inter_dist_opt"),
     _dist_opt("intra-dist-opt", INTRA_DIST_OPT, "intra_dist_opt"),
+    KindSpec("dp-shard", derived=DP_SHARD, needs="dp_split", aliases=("dp_shard",)),
+    KindSpec("dp-replicate", derived=DP_REPLICATE, needs="dp_split", aliases=("dp_replicate",)),
 )
-"""Every kind, in Megatron's creation order (the order of ``Topology.kinds``)."""
+"""Every kind, in Megatron's creation order (the order of ``Topology.kinds``), then the kinds
+Megatron does not create (torchtitan's replicate x shard split of dp)."""
 
 _BY_NAME = MappingProxyType({spec.name: spec for spec in TABLE})
 _FAMILIES = tuple(spec for spec in TABLE if spec.name.endswith(_LEVEL))
@@ -214,16 +232,20 @@ EXPERT_KINDS = MappingProxyType({s.name: s.axes for s in TABLE if s.grid == "exp
 MEGATRON_NAMES = MappingProxyType({m: s.name for s in TABLE for m in s.megatron_names})
 """Megatron's short names of process groups, mapped to our kinds."""
 
+ALIASES = MappingProxyType({**MEGATRON_NAMES, **{a: s.name for s in TABLE for a in s.aliases}})
+"""Every other name of a kind (Megatron's, torchtitan's), mapped to our kinds."""
+
 _TOKEN_RANK = {"etp": 0, "tp": 0, "ep": 1, "dp": 2, "edp": 2, "cp": 3, "pp": 4}
 
 
 def canonical_kind(kind: str) -> str:
-    """Our name for ``kind``: Megatron names are mapped, axis tokens put in canonical order.
+    """Our name for ``kind``: other names (:data:`ALIASES`) are mapped, axis tokens put in
+    canonical order.
 
     >>> canonical_kind("cp-dp"), canonical_kind("mp"), canonical_kind("pp-ep-etp")
     ('dp-cp', 'tp-pp', 'etp-ep-pp')
     """
-    kind = MEGATRON_NAMES.get(kind, kind)
+    kind = ALIASES.get(kind, kind)
     tokens = kind.split("-")
     if len(tokens) > 1 and all(t in _TOKEN_RANK for t in tokens):
         ordered = "-".join(sorted(tokens, key=_TOKEN_RANK.__getitem__))

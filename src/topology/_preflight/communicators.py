@@ -22,6 +22,8 @@ from collections.abc import Iterable
 
 import attrs
 
+from .._args import show
+from .._errors import TopologyError
 from .._fields import pairs, whole
 from .._layout.groups import Ranks
 from .._megatron.topology import Topology
@@ -105,21 +107,39 @@ def _same_set(one: Ranks, other: Ranks) -> bool:
     return pieces is not None and pieces == other.blocks()
 
 
-def rank_communicators(topo: Topology, rank: int) -> tuple[str, ...]:
-    """The kinds that give ``rank`` a distinct non-singleton rank set (first kind of each set).
+def rank_communicators(
+    topo: Topology, rank: int, *, separate: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """The kinds that give ``rank`` a distinct non-singleton rank set (first kind of each set);
+    a kind in ``separate`` never shares its communicator.
 
     >>> rank_communicators(Topology(8, tp=2, pp=2), 0)
     ('dp-cp', 'tp-pp', 'tp', 'pp', 'tp-dp-cp')
+    >>> rank_communicators(Topology(8, tp=2, pp=2), 0, separate=("dp",))
+    ('dp-cp', 'dp', 'tp-pp', 'tp', 'pp', 'tp-dp-cp')
     """
-    return _rank_communicators(topo, _keys(topo), rank)
+    return _rank_communicators(topo, _keys(topo), rank, _names(topo, separate, "separate"))
 
 
-def _rank_communicators(topo: Topology, keys: dict[str, object], rank: int) -> tuple[str, ...]:
+def _names(topo: Topology, names: Iterable[str], argument: str) -> frozenset[str]:
+    """Canonical kind names of ``names`` (a sequence of kinds of ``topo``)."""
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise TopologyError(
+            f"{argument} must be a sequence of kinds such as ('dp',), got {show(names)}"
+        )
+    return frozenset(topo.kind(name).name for name in names)
+
+
+def _rank_communicators(
+    topo: Topology, keys: dict[str, object], rank: int, separate: frozenset[str] = frozenset()
+) -> tuple[str, ...]:
     chosen: list[str] = []
     for kind in topo.kinds:
         if topo.size(kind) == 1 or not topo.has_group(rank, kind):
             continue
-        if not any(_same(topo, keys, kind, other, rank) for other in chosen):
+        if kind in separate or not any(
+            _same(topo, keys, kind, other, rank) for other in chosen if other not in separate
+        ):
             chosen.append(kind)
     return tuple(chosen)
 
@@ -141,8 +161,15 @@ def _spread(count: int, limit: int = _SAMPLE_CHUNKS) -> list[int]:
     return sorted({i * (count - 1) // (limit - 1) for i in range(limit)})
 
 
-def communicators(topo: Topology) -> Communicators:
+def communicators(
+    topo: Topology, *, separate: Iterable[str] = (), independent: Iterable[str] = ()
+) -> Communicators:
     """Count communicators per rank and per strategy; see :class:`Communicators`.
+
+    ``separate`` and ``independent`` are :meth:`ProcessGroups.create
+    <topology_torch.ProcessGroups.create>`'s: kinds whose groups share a communicator with no
+    other kind, and kinds that get a second communicator of their own (equal copies of two
+    kinds are one).
 
     Regular kinds are compared by their keys. A group of an irregular kind is new when it
     equals no group of another distinct kind (regular ones wherever they come in the order,
@@ -152,12 +179,17 @@ def communicators(topo: Topology) -> Communicators:
     rare layouts whose groups of other kinds cut the parents unevenly too).
     """
     keys = _keys(topo)
+    alone = _names(topo, separate, "separate")
+    copies = _names(topo, independent, "independent")
     chosen: list[str] = []
     shared = []
     total = 0
     irregular: list[str] = []
     for kind in topo.kinds:
         if topo.size(kind) == 1:
+            continue
+        if kind in alone:
+            total += len(topo.groups(kind))
             continue
         if keys[kind] is not None:
             twin = next((k for k in chosen if keys[k] == keys[kind]), None)
@@ -195,10 +227,16 @@ def communicators(topo: Topology) -> Communicators:
             not any(_same(topo, keys, kind, k, groups.ranks(i)[0]) for k in others) for i in sample
         )
         total += len(groups) // per_parent * per_parent * fresh // len(sample)
+    copied = _copy_kinds(topo, keys, copies)
+    total += sum(len(topo.groups(kind)) for kind in copied)
     ranks: Iterable[int] = _sample_ranks(topo, irregular)
     if irregular and topo.world_size <= _EXACT_WORLD:
         ranks = range(topo.rank_offset, topo.rank_offset + topo.world_size)
-    per_rank = [len(_rank_communicators(topo, keys, rank)) for rank in ranks]
+    per_rank = [
+        len(_rank_communicators(topo, keys, rank, alone))
+        + sum(topo.has_group(rank, kind) for kind in copied)
+        for rank in ranks
+    ]
     return Communicators(
         per_rank_min=min(per_rank),
         per_rank_max=max(per_rank),
@@ -207,6 +245,19 @@ def communicators(topo: Topology) -> Communicators:
         megatron=megatron_new_group_calls(topo),
         shared=tuple(shared),
     )
+
+
+def _copy_kinds(topo: Topology, keys: dict[str, object], copies: frozenset[str]) -> list[str]:
+    """The kinds of ``copies`` whose independent copy is a new communicator: non-singleton, and
+    not equal to an earlier copied kind (copies of equal rank sets are one communicator)."""
+    found: list[str] = []
+    for kind in topo.kinds:
+        if kind not in copies or topo.size(kind) == 1:
+            continue
+        key = keys[kind]
+        if key is None or all(keys[k] != key for k in found):
+            found.append(kind)
+    return found
 
 
 def _sample_ranks(topo: Topology, irregular: list[str]) -> list[int]:

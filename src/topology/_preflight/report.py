@@ -15,8 +15,10 @@ import attrs
 
 from .._fields import instance, tuple_of
 from .._megatron.topology import Topology
+from .allocation.rankmap import RankMap
 from .cluster import Cluster
 from .communicators import Communicators
+from .crossings import Crossings
 from .findings import Finding
 from .placement import Placement
 
@@ -47,6 +49,10 @@ class Report:
     findings: tuple[Finding, ...] = attrs.field(validator=tuple_of(Finding))
     placements: tuple[Placement, ...] = attrs.field(validator=tuple_of(Placement))
     communicators: Communicators = attrs.field(validator=instance(Communicators))
+    rank_map: RankMap | None = attrs.field(default=None, validator=instance(RankMap, type(None)))
+    crossings: Crossings | None = attrs.field(
+        default=None, validator=instance(Crossings, type(None))
+    )
 
     @property
     def ok(self) -> bool:
@@ -94,7 +100,20 @@ class Report:
             "findings": [f.to_dict() for f in self.findings],
             "placement": [p.to_dict() for p in self.placements],
             "communicators": self.communicators.to_dict(),
+            **self._allocation_dict(),
         }
+
+    def _allocation_dict(self) -> dict[str, Any]:
+        """``allocation`` (hosts in launcher order, tiers) and ``crossings`` on a real map."""
+        found: dict[str, Any] = {}
+        if self.rank_map is not None:
+            found["allocation"] = {
+                "hosts": list(self.rank_map.host_order),
+                "tiers": [t.name for t in self.rank_map.tiers],
+            }
+        if self.crossings is not None:
+            found["crossings"] = self.crossings.to_dict()
+        return found
 
     def render(self, *, color: bool = False, width: int | None = None) -> str:
         """The text report ``topology check`` prints, ending in a newline.
@@ -126,7 +145,7 @@ class Report:
         lines = [*_wrapped(self._header(), width, ""), ""]
         for finding in self.findings:
             lines += _finding_lines(finding, color, width)
-        lines += ["", *self._table(), "", self._verdict()]
+        lines += ["", *self._table(), *self._crossing_table(), "", self._verdict()]
         return "\n".join(lines) + "\n"
 
     def _header(self) -> str:
@@ -143,6 +162,17 @@ class Report:
                 f"{row.best_nodes:>5} {'yes' if row.intra_node else 'no'}"
                 f"{'' if row.exact else ' (sampled)'}"
             )
+        return lines
+
+    def _crossing_table(self) -> list[str]:
+        """Per kind, groups and how many cross each tier (only on a real rank map)."""
+        found = self.crossings
+        if found is None:
+            return []
+        head = "".join(f" {tier[:12]:>12}" for tier in found.tiers)
+        lines = ["", f"{'groups crossing':<20} {'groups':>8}{head}"]
+        for kind, row, total in zip(found.kinds, found.crossing, found.totals, strict=True):
+            lines.append(f"{kind:<20} {total:>8}" + "".join(f" {n:>12}" for n in row))
         return lines
 
     def _verdict(self) -> str:

@@ -7,7 +7,11 @@ bandwidth). For a group of ``n`` ranks holding ``S`` units each (Thakur, Rabense
 - ring all-reduce: ``2 (n - 1) (alpha + beta * S / n)``;
 - ring all-gather and reduce-scatter: ``(n - 1) (alpha + beta * S / n)`` each;
 - pairwise all-to-all: ``(n - 1) (alpha + beta * S / n)``;
-- point-to-point send: ``alpha + beta * S``.
+- point-to-point send: ``alpha + beta * S``;
+- hierarchical all-reduce of ``n = k * m`` ranks, ``m`` in each of ``k`` domains: a ring
+  reduce-scatter inside every domain (``m`` ranks, inner link), a ring all-reduce of the
+  ``S / m`` shard across the domains (``k`` ranks, outer link), a ring all-gather inside:
+  ``2 (m - 1) (alpha_i + beta_i * S / m) + 2 (k - 1) (alpha_o + beta_o * S / n)``.
 
 A group of one rank costs nothing.
 """
@@ -21,12 +25,14 @@ __all__ = [
     "all_gather",
     "all_reduce",
     "all_to_all",
+    "hierarchical_all_reduce",
     "p2p",
     "reduce_scatter",
     "ring_all_gather",
     "ring_all_reduce",
     "send",
     "sequential_ring",
+    "two_level_all_reduce",
 ]
 
 
@@ -45,6 +51,11 @@ def ring_all_gather(link: Link, n: int, size: float) -> float:
     return (n - 1) * (link.latency + size / n / link.bandwidth) if n > 1 else 0.0
 
 
+def two_level_all_reduce(inner: Link, outer: Link, m: int, k: int, size: float) -> float:
+    """:func:`hierarchical_all_reduce` without argument checks, for the estimate's inner loop."""
+    return 2 * ring_all_gather(inner, m, size) + ring_all_reduce(outer, k, size / m)
+
+
 def send(link: Link, size: float) -> float:
     """:func:`p2p` without argument checks, for the estimate's inner loop."""
     return link.latency + size / link.bandwidth
@@ -58,6 +69,34 @@ def all_reduce(link: Link, n: int, size: float) -> float:
     7.8
     """
     return ring_all_reduce(*_checked(link, n, size))
+
+
+def hierarchical_all_reduce(inner: Link, outer: Link, m: int, k: int, size: float) -> float:
+    """All-reduce of ``size`` units over ``k`` domains of ``m`` ranks each, domain by domain.
+
+    A ring reduce-scatter inside each domain leaves every rank a ``size / m`` shard; the ``m``
+    ranks holding the same shard all-reduce it across the ``k`` domains over ``outer``
+    (concurrently); a ring all-gather inside rebuilds the result. Cost, with ``n = k * m``:
+    ``2 (m - 1) (alpha_i + beta_i S / m) + 2 (k - 1) (alpha_o + beta_o S / n)``.
+
+    It is the flat ring when ``m == 1`` (on ``outer``), or ``k == 1`` and ``inner == outer``.
+    Against the flat ring on ``outer`` it saves ``2 (m - 1) ((k alpha_o - alpha_i) +
+    (beta_o - beta_i) S / m)``, so it is never slower when the inner link is at least as fast
+    in both figures (``alpha_i <= alpha_o``, ``beta_i <= beta_o``); a faster bandwidth alone is
+    not enough (an inner latency above ``k`` outer latencies loses on small messages).
+
+    >>> from topology.cost import Link
+    >>> fast, slow = Link(latency=0.0, bandwidth=100.0), Link(latency=0.0, bandwidth=10.0)
+    >>> round(hierarchical_all_reduce(fast, slow, 4, 2, 800.0), 6)  # 2*3*2 + 2*1*10
+    32.0
+    >>> round(all_reduce(slow, 8, 800.0), 6)
+    140.0
+    """
+    inner = check_instance("inner", inner, Link, "a Link, e.g. H100_NODE.intra")
+    outer = check_instance("outer", outer, Link, "a Link, e.g. H100_NODE.inter")
+    return two_level_all_reduce(
+        inner, outer, check_count("m", m), check_count("k", k), check_amount("size", size)
+    )
 
 
 def all_gather(link: Link, n: int, size: float) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -10,6 +11,7 @@ import attrs
 from .._args import show
 from .._errors import TopologyError
 from .._megatron.topology import Topology
+from .._preflight.allocation.rankmap import RankMap
 from .._preflight.cluster import Cluster
 from .._preflight.placement import crosses_domains
 from ._collectives import ring_all_gather, ring_all_reduce, send
@@ -23,9 +25,10 @@ from ._fields import (
     optional,
     size,
 )
-from ._hardware import Hardware
+from ._hardware import Hardware, Link
 from ._memory import Memory, memory
 from ._model import Model, Workload
+from ._tiers import Route, Tiers
 
 __all__ = ["DIMENSIONS", "Estimate", "estimate"]
 
@@ -60,11 +63,17 @@ def _lines(value: object) -> tuple[tuple[str, float], ...]:
 def _links(value: object) -> tuple[tuple[str, str], ...]:
     pairs = _pairs("links", value)
     for key, link in pairs.items():
-        if link not in _LINK_VALUES:
+        if not isinstance(link, str) or not link.strip():
             raise TopologyError(
-                f"links[{key!r}] must be one of {', '.join(_LINK_VALUES)}, got {show(link)}"
+                f"links[{key!r}] must be one of {', '.join(_LINK_VALUES)} or a tier name, "
+                f"got {show(link)}"
             )
     return tuple((str(k), str(v)) for k, v in pairs.items())
+
+
+def _kind_of_link(link: str) -> str:
+    """``link`` in the vocabulary of a :class:`Cluster`: a tier name is an ``inter`` link."""
+    return link if link in _LINK_VALUES else "inter"
 
 
 @attrs.frozen
@@ -79,7 +88,9 @@ class Estimate:
         micro_batches: micro-batches per step on each data-parallel replica.
         compute: seconds of forward + backward work on one GPU.
         communication: ``(dimension, seconds)`` for tp, cp, ep, pp, dp, edp.
-        links: ``(dimension, "intra" | "inter" | "none")``: the slowest link its groups use.
+        links: ``(dimension, link)``: the slowest link its groups use, ``"intra"``,
+            ``"inter"`` or ``"none"`` (no communication); on a rank map, the name of the tier
+            priced when that is a tier outside the NVLink domain (see :func:`estimate`).
         bubble: seconds the pipeline idles while it fills and drains.
         memory: bytes per GPU, or None when the workload has no memory figures.
     """
@@ -119,23 +130,31 @@ class Estimate:
         raise TopologyError(f"unknown dimension {show(dimension)}; valid: {', '.join(DIMENSIONS)}")
 
     def link(self, dimension: str) -> str:
-        """ "intra", "inter" or "none": the link ``dimension``'s groups use."""
+        """ "intra", "inter", "none" or a tier's name: the link ``dimension``'s groups use."""
         self.comm(dimension)
         return dict(self.links)[dimension]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe: the layout, every line in seconds, links, memory and the total."""
-        return {
+        """JSON-safe: the layout, every line in seconds, links, memory and the total.
+
+        ``links`` keeps the ``intra`` / ``inter`` / ``none`` vocabulary (a tier outside the
+        NVLink domain is ``inter``); an estimate on a rank map that priced such a tier adds
+        ``link_tiers``, the tier named per dimension.
+        """
+        out = {
             "topology": self.topology.to_dict(),
             "layout": str(self.topology),
             "micro_batches": self.micro_batches,
             "compute_s": self.compute,
             "communication_s": dict(self.communication),
-            "links": dict(self.links),
+            "links": {name: _kind_of_link(link) for name, link in self.links},
             "bubble_s": self.bubble,
             "total_s": self.total,
             "memory": None if self.memory is None else self.memory.to_dict(),
         }
+        if any(link not in _LINK_VALUES for _, link in self.links):
+            out["link_tiers"] = dict(self.links)
+        return out
 
     def __str__(self) -> str:
         lines = [f"{self.topology}: {self.total:.4g} s per step"]
@@ -143,7 +162,8 @@ class Estimate:
         for name, seconds in self.communication:
             if seconds:
                 link = dict(self.links)[name]
-                lines.append(f"  {name + ' comm':14} {seconds:10.4g} s  ({link}-node)")
+                where = f"{link}-node" if link in _LINK_VALUES else f"across {link}"
+                lines.append(f"  {name + ' comm':14} {seconds:10.4g} s  ({where})")
         if self.bubble:
             lines.append(f"  pp bubble      {self.bubble:10.4g} s")
         if self.memory is not None:
@@ -156,16 +176,19 @@ class Estimate:
 
 def estimate(
     topology: Topology,
-    cluster: Cluster,
+    where: Cluster | RankMap,
     model: Model | Workload,
     hardware: Hardware,
     *,
     distributed_optimizer: bool = True,
+    hierarchical: bool = True,
 ) -> Estimate:
-    """Estimate one training step of ``model`` laid out as ``topology`` on ``cluster``.
+    """Estimate one training step of ``model`` laid out as ``topology`` on ``where``.
 
-    Algorithm (per GPU, alpha-beta costs from :mod:`topology.cost`, a group uses the intra-node
-    link iff every group of its kind stays in one node / NVLink domain): with ``m`` micro-batches
+    ``where`` is a :class:`Cluster` (a uniform machine) or a :class:`~topology.RankMap` (the
+    hosts a launcher really numbered, and the network tiers above them).
+
+    Algorithm (per GPU, alpha-beta costs from :mod:`topology.cost`): with ``m`` micro-batches
     of ``b`` samples, activation ``A`` per sample and ``L / pp`` layers per stage,
 
     - compute ``m * C * b / (tp * cp * pp)`` for work ``C`` per sample;
@@ -180,10 +203,33 @@ def estimate(
       ``G / (tp * pp)`` over dp-cp; edp: of the expert gradients over edp;
     - bubble ``(pp - 1) / vpp`` times one micro-batch's compute, tp, cp and ep time.
 
+    Links. On a :class:`Cluster` a dimension uses ``hardware.intra`` iff every group of its
+    kind stays in one NVLink domain (the node by default), else ``hardware.inter``; all-reduces
+    are flat rings. On a :class:`~topology.RankMap` each dimension is priced on the slowest
+    link any of its groups crosses:
+
+    - inside one host: ``hardware.intra``;
+    - across hosts inside the NVLink tier's domain (the innermost ``Tier(nvlink=True)``): that
+      tier's own ``bandwidth`` / ``latency`` where given, else ``hardware.intra``'s (tiers
+      inner to it likewise, falling back to the NVLink link);
+    - across any tier outside the NVLink domain: that tier's figures, ``hardware.inter``'s
+      where missing; leaving the NVLink domain (or, with no NVLink tier, the host) without
+      crossing such a tier: ``hardware.inter``.
+
+    "Slowest" is the crossed level with the lowest bandwidth, ties going to the outermost;
+    :meth:`Estimate.link` names it ("intra" inside the NVLink domain, "inter" for hosts with no
+    tier crossed, else the tier). With ``hierarchical`` (the default; a Cluster is always flat),
+    an all-reduce (tp, dp, edp) whose group spans ``k`` domains of that level with ``m`` ranks in
+    each is a reduce-scatter inside the domains, an all-reduce of ``1 / m`` of the payload
+    across, and an all-gather inside (``hierarchical_all_reduce``; the inner
+    link is the slowest its per-domain parts cross); other groups run the flat ring on the
+    slowest link; the dimension costs what its slowest group costs.
+
     Raises:
         TopologyError: if an argument has the wrong type, the global batch does not split into
             whole micro-batches per replica, the layers do not split over ``pp * vpp`` chunks,
-            or the figures overflow floating point.
+            the rank map holds fewer than ``rank_offset + world_size`` ranks, or the figures
+            overflow floating point.
 
     >>> from topology import Cluster, Topology
     >>> from topology.cost import TOY_GPU, Workload
@@ -191,10 +237,22 @@ def estimate(
     >>> e = estimate(Topology(4), Cluster(4), toy, TOY_GPU)
     >>> round(e.compute, 6), round(e.comm("dp"), 6), round(e.total, 6)
     (8.0, 7.8, 15.8)
+    >>> from topology import Allocation, Host, Tier
+    >>> from topology.cost import H100_NODE, MODELS
+    >>> racks = Allocation([Host(f"n{i}", 4, (f"r{i // 4}", f"s{i // 8}")) for i in range(16)],
+    ...                    [Tier("nvl", nvlink=True), Tier("spine", bandwidth=25e9)])
+    >>> e = estimate(Topology(64, tp=4, pp=2), racks.rank_map(64), MODELS["llama-13b"], H100_NODE)
+    >>> e.link("tp"), e.link("dp"), e.link("pp")
+    ('intra', 'nvl', 'spine')
     """
-    work = _inputs(topology, cluster, model, hardware, distributed_optimizer)
+    work = _inputs(topology, where, model, hardware, distributed_optimizer)
+    check_flag("hierarchical", hierarchical)
     try:
-        return _estimate(topology, cluster, work, hardware, distributed_optimizer)
+        if isinstance(where, Cluster):
+            pricing = _on_cluster(topology, where, hardware)
+        else:
+            pricing = _on_rank_map(topology, where, hardware, hierarchical)
+        return _estimate(topology, pricing, work, hardware, distributed_optimizer)
     except TopologyError as error:
         raise TopologyError(
             f"the step of {show(work.name)} on {topology} cannot be costed: {error}; "
@@ -204,14 +262,20 @@ def estimate(
 
 def _inputs(
     topology: object,
-    cluster: object,
+    where: object,
     model: object,
     hardware: object,
     distributed_optimizer: object,
 ) -> Workload:
     """Check the arguments of :func:`estimate` and return the workload."""
     topo = check_instance("topology", topology, Topology, "a Topology, e.g. Topology(8, tp=2)")
-    check_instance("cluster", cluster, Cluster, "a Cluster, e.g. Cluster(gpus_per_node=8)")
+    if not isinstance(where, RankMap | Cluster):
+        try:
+            check_instance("cluster", where, Cluster, "a Cluster, e.g. Cluster(gpus_per_node=8)")
+        except TopologyError as error:
+            raise TopologyError(
+                f"{error}; or give a RankMap, e.g. Allocation(hosts).rank_map(world_size)"
+            ) from None
     if isinstance(model, Model):
         work = model.workload()
     else:
@@ -227,12 +291,70 @@ def _inputs(
             f"{work.layers}"
         )
     work.micro_batches(topo.dp)
+    if isinstance(where, RankMap):
+        end = topo.rank_offset + topo.world_size
+        if where.world_size < end:
+            raise TopologyError(
+                f"the rank map holds {where.world_size} ranks but {topo} needs rank_offset + "
+                f"world_size = {end}; give an allocation with more GPUs"
+            )
     return work
+
+
+@attrs.frozen
+class _Pricing:
+    """Per dimension the link (None: no communication) and its name, and how to all-reduce."""
+
+    links: dict[str, Link | None]
+    names: dict[str, str]
+    all_reduce: Callable[[str, int, float], float]
+
+
+def _sizes(t: Topology) -> dict[str, int]:
+    return {"tp": t.tp, "cp": t.cp, "ep": t.ep, "pp": t.pp, "dp": t.dp * t.cp, "edp": t.edp}
+
+
+def _on_cluster(t: Topology, cluster: Cluster, hardware: Hardware) -> _Pricing:
+    sizes = _sizes(t)
+    crossing = {
+        name: crosses_domains(t, cluster, _GROUP_KIND[name]) if sizes[name] > 1 else None
+        for name in DIMENSIONS
+    }
+    links = {
+        name: None if leaves is None else hardware.link(leaves) for name, leaves in crossing.items()
+    }
+
+    def reduce(name: str, n: int, payload: float) -> float:
+        link = links[name]
+        return 0.0 if link is None else ring_all_reduce(link, n, payload)
+
+    names = {name: _LINK_NAMES[leaves] for name, leaves in crossing.items()}
+    return _Pricing(links, names, reduce)
+
+
+def _on_rank_map(
+    t: Topology, rank_map: RankMap, hardware: Hardware, hierarchical: bool
+) -> _Pricing:
+    sizes = _sizes(t)
+    tiers = Tiers.of(rank_map, hardware)
+    routes: dict[str, Route | None] = {
+        name: tiers.route(t, _GROUP_KIND[name]) if sizes[name] > 1 else None for name in DIMENSIONS
+    }
+
+    def reduce(name: str, n: int, payload: float) -> float:
+        route = routes[name]
+        return 0.0 if route is None else tiers.all_reduce(route, payload, hierarchical=hierarchical)
+
+    return _Pricing(
+        links={name: None if r is None else r.level.link for name, r in routes.items()},
+        names={name: "none" if r is None else r.level.name for name, r in routes.items()},
+        all_reduce=reduce,
+    )
 
 
 def _estimate(
     t: Topology,
-    cluster: Cluster,
+    pricing: _Pricing,
     work: Workload,
     hardware: Hardware,
     distributed_optimizer: bool,
@@ -246,21 +368,13 @@ def _estimate(
     stage_layers = work.layers / pp
     moe_layers = work.moe_layers / pp
     shard = b * work.activation / (cp * tp)
-
-    sizes = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "dp": dp * cp, "edp": t.edp}
-    crossing = {
-        name: crosses_domains(t, cluster, _GROUP_KIND[name]) if sizes[name] > 1 else None
-        for name in DIMENSIONS
-    }
-    links = {
-        name: None if leaves is None else hardware.link(leaves) for name, leaves in crossing.items()
-    }
+    links, reduce = pricing.links, pricing.all_reduce
 
     compute_mb = hardware.compute_time(work.compute * b / (tp * cp * pp))
     per_mb = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
-    if (link := links["tp"]) is not None:
+    if links["tp"] is not None:
         payload = b * work.activation / cp
-        per_mb["tp"] = stage_layers * work.tp_collectives * ring_all_reduce(link, tp, payload)
+        per_mb["tp"] = stage_layers * work.tp_collectives * reduce("tp", tp, payload)
     if (link := links["cp"]) is not None:
         per_mb["cp"] = stage_layers * 3 * (cp - 1) * send(link, 2 * shard)
     if (link := links["ep"]) is not None and moe_layers:
@@ -270,11 +384,11 @@ def _estimate(
     if (link := links["pp"]) is not None:
         comm["pp"] = 2 * (vpp * m + pp - 1) * send(link, shard)
     comm["dp"] = 0.0
-    if (link := links["dp"]) is not None and work.gradient:
-        comm["dp"] = ring_all_reduce(link, dp * cp, work.gradient / (tp * pp))
+    if links["dp"] is not None and work.gradient:
+        comm["dp"] = reduce("dp", dp * cp, work.gradient / (tp * pp))
     comm["edp"] = 0.0
-    if (link := links["edp"]) is not None and work.expert_gradient:
-        comm["edp"] = ring_all_reduce(link, t.edp, work.expert_gradient / (etp * ep * pp))
+    if links["edp"] is not None and work.expert_gradient:
+        comm["edp"] = reduce("edp", t.edp, work.expert_gradient / (etp * ep * pp))
 
     bubble = (pp - 1) / vpp * (compute_mb + sum(per_mb.values()))
     return Estimate(
@@ -282,7 +396,7 @@ def _estimate(
         micro_batches=m,
         compute=m * compute_mb,
         communication=tuple((name, comm[name]) for name in DIMENSIONS),
-        links=tuple((name, _LINK_NAMES[leaves]) for name, leaves in crossing.items()),
+        links=tuple((name, pricing.names[name]) for name in DIMENSIONS),
         bubble=bubble,
         memory=memory(t, work, hardware.memory, distributed_optimizer=distributed_optimizer),
     )

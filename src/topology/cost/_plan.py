@@ -11,6 +11,8 @@ import attrs
 from .._args import MAX_WORLD_SIZE, divisors, show
 from .._errors import TopologyError
 from .._megatron.topology import Topology
+from .._preflight.allocation.model import Allocation
+from .._preflight.allocation.rankmap import RankMap
 from .._preflight.check import check
 from .._preflight.cluster import Cluster
 from ._estimate import DIMENSIONS, Estimate, estimate
@@ -51,7 +53,8 @@ class Plan:
     """Layouts of one world size ranked by estimated step time, fastest first.
 
     Attributes:
-        world_size, cluster, hardware, model: what was planned for.
+        world_size, cluster, hardware, model: what was planned for (``cluster`` is a
+            :class:`Cluster` or the :class:`~topology.RankMap` the layouts were costed on).
         ranked: the best layouts that fit in memory and pass the checks, fastest first.
         considered: how many layouts were costed.
         rejected: ``(reason, count)``: "invalid" (Megatron rejects the order), "batch" (the
@@ -61,13 +64,22 @@ class Plan:
     """
 
     world_size: int = attrs.field(validator=lambda _, __, value: _world_size(value))
-    cluster: Cluster = attrs.field(validator=instance_of(Cluster, "a Cluster"))
+    cluster: Cluster | RankMap = attrs.field(
+        validator=instance_of((Cluster, RankMap), "a Cluster or a RankMap")
+    )
     hardware: str = attrs.field(validator=text)
     model: str = attrs.field(validator=text)
     ranked: tuple[Estimate, ...] = attrs.field(converter=_estimates)
     considered: int = attrs.field(validator=count)
     rejected: tuple[tuple[str, int], ...] = attrs.field(converter=_reasons)
     checked: bool = attrs.field(validator=flag)
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs per node of the cluster; on a rank map, the most any host runs."""
+        if isinstance(self.cluster, Cluster):
+            return self.cluster.gpus_per_node
+        return max(host.gpus for host in self.cluster.hosts)
 
     @property
     def best(self) -> Estimate:
@@ -102,7 +114,7 @@ class Plan:
         """JSON-safe: the inputs, counts and every ranked estimate."""
         return {
             "world_size": self.world_size,
-            "gpus_per_node": self.cluster.gpus_per_node,
+            "gpus_per_node": self.gpus_per_node,
             "hardware": self.hardware,
             "model": self.model,
             "considered": self.considered,
@@ -115,7 +127,7 @@ class Plan:
     def __str__(self) -> str:
         header = (
             f"{self.model} on {self.world_size} x {self.hardware} "
-            f"({self.cluster.gpus_per_node} per node): {self.considered} layouts costed, "
+            f"({self.gpus_per_node} per node): {self.considered} layouts costed, "
             + ", ".join(f"{n} rejected by {r}" for r, n in self.rejected)
         )
         rows = [header.rstrip(", ")]
@@ -158,7 +170,11 @@ def _why(best: Estimate, other: Estimate) -> str:
 
 def _where(estimate: Estimate, dimension: str) -> str:
     link = estimate.link(dimension)
-    return f"no {dimension}" if link == "none" else f"{dimension} {link}-node"
+    if link == "none":
+        return f"no {dimension}"
+    return (
+        f"{dimension} {link}-node" if link in ("intra", "inter") else f"{dimension} across {link}"
+    )
 
 
 def _stages(estimate: Estimate) -> str:
@@ -250,10 +266,29 @@ def _inputs(
     top: object,
     max_tp: object,
     distributed_optimizer: object,
-) -> tuple[int, Cluster, Workload, int, Hardware]:
+) -> tuple[int, Cluster | RankMap, Workload, int, Hardware]:
     """Check :func:`plan`'s scalar arguments; return the world, cluster, workload and experts."""
     world = _world_size(world_size)
-    cluster = check_instance("cluster", cluster, Cluster, "a Cluster, e.g. Cluster(8)")
+    if isinstance(cluster, Allocation):
+        if cluster.gpus < world:
+            raise TopologyError(
+                f"world_size {world} exceeds the allocation's {cluster.gpus} GPUs; "
+                "use fewer ranks or more hosts"
+            )
+        cluster = cluster.rank_map(world)
+    if isinstance(cluster, RankMap):
+        if cluster.world_size != world:
+            raise TopologyError(
+                f"world_size {world} does not match the rank map's {cluster.world_size} ranks; "
+                f"use Allocation.rank_map({world})"
+            )
+    else:
+        try:
+            cluster = check_instance("cluster", cluster, Cluster, "a Cluster, e.g. Cluster(8)")
+        except TopologyError as error:
+            raise TopologyError(
+                f"{error}; or give a RankMap or an Allocation of {world} GPUs"
+            ) from None
     if isinstance(model, Model):
         work, experts = model.workload(), model.experts
     else:
@@ -264,7 +299,11 @@ def _inputs(
     if max_tp is not None:
         check_count("max_tp", max_tp)
     check_flag("distributed_optimizer", distributed_optimizer)
-    if cluster.world_size is not None and cluster.world_size != world:
+    if (
+        isinstance(cluster, Cluster)
+        and cluster.world_size is not None
+        and cluster.world_size != world
+    ):
         raise TopologyError(
             f"world_size {world} does not match the cluster's {cluster.nodes} nodes * "
             f"{cluster.gpus_per_node} GPUs = {cluster.world_size}; drop nodes or fix world_size"
@@ -280,9 +319,18 @@ def _world_size(value: object) -> int:
     return value
 
 
+def _domain_size(where: Cluster | RankMap) -> int:
+    """The most ranks one NVLink domain holds (the host's when no tier is NVLink)."""
+    if isinstance(where, Cluster):
+        return where.domain_size
+    nvlink = next((t for t, tier in enumerate(where.tiers) if tier.nvlink), None)
+    labels = where.nodes if nvlink is None else where.domain_ids(nvlink)
+    return max(Counter(labels).values())
+
+
 def plan(
     world_size: int,
-    cluster: Cluster,
+    cluster: Cluster | RankMap | Allocation,
     model: Model | Workload,
     hardware: Hardware = H100_NODE,
     *,
@@ -293,6 +341,11 @@ def plan(
     distributed_optimizer: bool = True,
 ) -> Plan:
     """Cost every layout of ``world_size`` ranks on ``cluster`` and rank the ones that fit.
+
+    ``cluster`` is a :class:`Cluster`, a :class:`~topology.RankMap` of ``world_size`` ranks
+    (hosts in launcher order and the tiers above them: layouts are priced tier by tier, see
+    :func:`~topology.cost.estimate`) or an :class:`~topology.Allocation` (its hosts in listed
+    order; pass ``allocation.rank_map(world_size, order=...)`` for another launcher order).
 
     Candidates: every factorisation ``tp * cp * pp * dp = world_size`` (and ``ep`` dividing the
     model's experts for MoE) with ``tp <= max_tp`` (default: the NVLink domain, since a tp group
@@ -305,14 +358,20 @@ def plan(
 
     Raises:
         TopologyError: if an argument has the wrong type or value (``max_tp`` and ``top`` are
-            ints >= 1, ``orders`` and ``vpp`` non-empty lists), or ``cluster`` has a node count
-            that does not give ``world_size`` GPUs.
+            ints >= 1, ``orders`` and ``vpp`` non-empty lists), ``cluster`` has a node count
+            that does not give ``world_size`` GPUs, or a rank map of another size.
 
     >>> from topology import Cluster
     >>> from topology.cost import MODELS
     >>> result = plan(64, Cluster(8), MODELS["llama-7b"], top=3)
     >>> result.best.topology.tp <= 8, len(result.ranked)
     (True, 3)
+    >>> from topology import Allocation, Host, Tier
+    >>> racks = Allocation([Host(f"n{i}", 4, (f"r{i // 4}", f"s{i // 8}")) for i in range(16)],
+    ...                    [Tier("nvl", nvlink=True), Tier("spine", bandwidth=10e9)])
+    >>> result = plan(64, racks, MODELS["llama-13b"], top=3)
+    >>> result.gpus_per_node, sorted({link for e in result.ranked for _, link in e.links})
+    (4, ['intra', 'none', 'nvl', 'spine'])
     """
     world, cluster, work, experts, hardware = _inputs(
         world_size, cluster, model, hardware, top, max_tp, distributed_optimizer
@@ -321,7 +380,7 @@ def plan(
         world,
         work,
         experts,
-        cluster.domain_size if max_tp is None else max_tp,
+        _domain_size(cluster) if max_tp is None else max_tp,
         _orders(orders),
         _vpps(vpp),
     )

@@ -9,6 +9,9 @@ Megatron's is None).
 >>> GLOBALS["_MODEL_PARALLEL_GROUP"](None, {})
 >>> GLOBALS["_MPU_TENSOR_MODEL_PARALLEL_WORLD_SIZE"](None, {"tp_size": 4})
 4
+
+The view makers :func:`group_view` and :func:`ranks_view` serve every façade whose peer keeps its
+groups in module globals (``compat.ezpz`` too).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch.distributed as dist
 
 from .._process_groups import ProcessGroups
 
-__all__ = ["GLOBALS"]
+__all__ = ["GLOBALS", "View", "group_view", "ranks_view"]
 
 View = Callable[[ProcessGroups | None, Mapping[str, int | None]], Any]
 
@@ -88,7 +91,8 @@ def _member(groups: ProcessGroups | None, kind: str) -> bool:
     return groups is not None and kind in groups.kinds and groups.has_group(kind)
 
 
-def _group(kind: str) -> View:
+def group_view(kind: str) -> View:
+    """The global holding this rank's group of ``kind``: None before initialization."""
     return lambda groups, _: groups.group(kind) if groups and _member(groups, kind) else None
 
 
@@ -97,7 +101,7 @@ def _partial(kinds: tuple[str, str]) -> View:
         if groups is None:
             return None
         kind = kinds[0] if kinds[0] in groups.kinds else kinds[1]
-        return _group(kind)(groups, overrides)
+        return group_view(kind)(groups, overrides)
 
     return view
 
@@ -114,7 +118,8 @@ def _gloo(kind: str) -> View:
     return view
 
 
-def _ranks(kind: str) -> View:
+def ranks_view(kind: str) -> View:
+    """The global holding the global ranks of this rank's ``kind`` group (a list), or None."""
     return lambda groups, _: list(groups.ranks(kind)) if groups and _member(groups, kind) else None
 
 
@@ -138,7 +143,7 @@ def _intra_instance(groups: ProcessGroups | None, overrides: Mapping[str, int | 
         return None
     if groups.topology.dist_opt_instances == 1:
         return dist.group.WORLD
-    return _group("intra-dist-opt")(groups, overrides)
+    return group_view("intra-dist-opt")(groups, overrides)
 
 
 def _vpp_size(groups: ProcessGroups | None, overrides: Mapping[str, int | None]) -> Any:
@@ -147,10 +152,10 @@ def _vpp_size(groups: ProcessGroups | None, overrides: Mapping[str, int | None])
 
 
 GLOBALS: dict[str, View] = {
-    **{name: _group(kind) for name, kind in _GROUPS.items()},
+    **{name: group_view(kind) for name, kind in _GROUPS.items()},
     **{name: _partial(kinds) for name, kinds in _PARTIAL.items()},
     **{name: _gloo(kind) for name, kind in _GLOO.items()},
-    **{name: _ranks(kind) for name, kind in _RANKS.items()},
+    **{name: ranks_view(kind) for name, kind in _RANKS.items()},
     **{name: _overridden(key) for name, key in _OVERRIDDEN.items()},
     "_DATA_PARALLEL_GROUP_WITH_CP_AG": _all_gather,
     "_HIERARCHICAL_CONTEXT_PARALLEL_GROUPS": _hierarchical,

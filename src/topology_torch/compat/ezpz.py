@@ -6,6 +6,16 @@ groups are [0, 1], [2, 3], ..., the cp groups [0, 2], [1, 3], ..., the pp groups
 ... and the dp groups [0, 8], [1, 9], ... SPMD contract: call ``initialize_tensor_parallel`` and
 ``destroy_tensor_parallel`` on every rank, with equal arguments, in the same order.
 
+As in ezpz, the groups are made without any cross-rank check (``ProcessGroups.create(...,
+agree=False)``): every rank calls ``torch.distributed.new_group`` for every group, and asks torch
+only ``is_initialized``, ``get_world_size`` and ``get_rank``. A group of a single rank is made on
+first use, by that rank alone.
+
+ezpz's module globals (``_TENSOR_PARALLEL_GROUP``, ``_TENSOR_PARALLEL_RANKS``, and the data,
+pipeline and context ones) read this rank's current groups and ranks (None before
+initialisation). Assigning one, as ezpz's users and tests do, replaces what every getter answers
+for it until ``destroy_tensor_parallel()``, which resets them all.
+
 As in ezpz's current release, ``get_tensor_parallel_rank()`` and
 ``get_tensor_parallel_world_size()`` answer 0 and 1 before initialisation (every rank is alone in
 a trivial tp group), so callers may log them unconditionally; every other getter raises
@@ -23,6 +33,8 @@ a trivial tp group), so callers may log them unconditionally; every other getter
 
 from __future__ import annotations
 
+import sys
+import types
 from datetime import timedelta
 from typing import Any
 
@@ -32,8 +44,9 @@ import torch.distributed as dist
 from topology import Topology, TopologyError
 
 from .. import _default
-from .._process_groups import ProcessGroups, refuse, require_initialized
+from .._process_groups import ProcessGroups, require_initialized
 from ._errors import FacadeAssertionError, NotInitializedError, as_assertion
+from ._megatron_globals import View, group_view, ranks_view
 
 __all__ = [
     "destroy_tensor_parallel",
@@ -63,6 +76,94 @@ __all__ = [
 
 
 OWNER = _default.Owner("compat.ezpz", "initialize_tensor_parallel()", "destroy_tensor_parallel()")
+
+# our kind -> ezpz's globals holding this rank's group and its global ranks
+_NAMES = {
+    "tp": ("_TENSOR_PARALLEL_GROUP", "_TENSOR_PARALLEL_RANKS"),
+    "dp": ("_DATA_PARALLEL_GROUP", "_DATA_PARALLEL_RANKS"),
+    "pp": ("_PIPELINE_PARALLEL_GROUP", "_PIPELINE_PARALLEL_RANKS"),
+    "cp": ("_CONTEXT_PARALLEL_GROUP", "_CONTEXT_PARALLEL_GROUP_RANKS"),
+}
+_GLOBALS: dict[str, View] = {
+    name: view(kind)
+    for kind, names in _NAMES.items()
+    for name, view in zip(names, (group_view, ranks_view), strict=True)
+}
+_assigned: dict[str, Any] = {}  # ezpz global -> the value assigned to it (wins over our state)
+
+
+def __getattr__(name: str) -> Any:
+    """ezpz's module globals: the value assigned to it, else this rank's group or ranks, else
+    None (before initialisation)."""
+    view = _GLOBALS.get(name)
+    if view is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in _assigned:
+        return _assigned[name]
+    return view(_default.held_by(OWNER), {})
+
+
+class _Module(types.ModuleType):
+    """This module, whose ezpz globals can be assigned (and deleted: back to our state)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _GLOBALS:
+            _assigned[name] = value
+        else:
+            super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _GLOBALS:
+            _assigned.pop(name, None)
+        else:
+            super().__delattr__(name)
+
+
+sys.modules[__name__].__class__ = _Module
+
+
+def _present(kind: str) -> bool:
+    """Whether ezpz's group global of ``kind`` would be set (without making any group)."""
+    name = _NAMES[kind][0]
+    if name in _assigned:
+        return _assigned[name] is not None
+    return _default.held_by(OWNER) is not None
+
+
+def _assignment(kind: str, which: int) -> Any:
+    """The value assigned to ezpz's group (``which`` 0) or ranks (1) global of ``kind``."""
+    name = _NAMES[kind][which]
+    value = _assigned[name]
+    if value is None:
+        raise NotInitializedError(
+            f"compat.ezpz is not initialized: {name} was set to None; call "
+            "compat.ezpz.initialize_tensor_parallel() on every rank first"
+        )
+    return value
+
+
+def _group(kind: str) -> Any:
+    if _NAMES[kind][0] in _assigned:
+        return _assignment(kind, 0)
+    return _groups().group(kind)
+
+
+def _ranks(kind: str) -> list[int]:
+    if _NAMES[kind][1] in _assigned:
+        return list(_assignment(kind, 1))
+    return list(_groups().ranks(kind))
+
+
+def _rank(kind: str) -> int:
+    if _NAMES[kind][0] in _assigned:  # ask torch about the assigned group, as ezpz does
+        return int(dist.get_rank(group=_assignment(kind, 0)))
+    return _groups().rank(kind)
+
+
+def _size(kind: str) -> int:
+    if _NAMES[kind][0] in _assigned:
+        return int(dist.get_world_size(group=_assignment(kind, 0)))
+    return _groups().size(kind)
 
 
 def ensure_divisibility(numerator: int, denominator: int) -> None:
@@ -139,11 +240,23 @@ def initialize_tensor_parallel(
 def _create(
     tp: int, pp: int, cp: int, backends: dict[str, str | None], timeout: timedelta | None
 ) -> None:
+    # like ezpz: each rank checks by itself (every rank holds the same state and arguments)
     require_initialized("initialize_tensor_parallel")
-    try:
-        topology = Topology.ezpz(dist.get_world_size(), tp=tp, pp=pp, cp=cp)
-    except TopologyError as problem:
-        refuse(problem)  # every rank hears of it, nobody waits
+    held = _default.held_by(OWNER)
+    if held is not None:
+        raise FacadeAssertionError(
+            f"compat.ezpz is already initialized with {held.topology}; "
+            "call compat.ezpz.destroy_tensor_parallel() first"
+        )
+    taken = [name for name, value in _assigned.items() if value is not None]
+    if taken:
+        raise FacadeAssertionError(
+            f"compat.ezpz is already initialized: {', '.join(sorted(taken))} assigned; "
+            "call compat.ezpz.destroy_tensor_parallel() first"
+        )
+    topology = Topology.ezpz(dist.get_world_size(), tp=tp, pp=pp, cp=cp)
+    _assigned.clear()  # globals assigned None give way to the new groups, as in ezpz
+    # another owner's groups came through the agreement: its refusal (in claim) does too
     _default.claim(
         OWNER,
         topology,
@@ -151,21 +264,25 @@ def _create(
         backends=backends,
         timeout=timeout,
         gloo=(),
+        agree=False,
     )
 
 
 def destroy_tensor_parallel() -> None:
-    """Destroy the groups (ezpz only forgot them; these are released); a no-op when none.
+    """Reset ezpz's globals and destroy the groups (ezpz only forgot them; these are released);
+    a no-op when none.
 
     Raises:
         FacadeAssertionError: the default groups were made by another façade (left alone).
     """
+    _assigned.clear()
     as_assertion(lambda: _default.release(OWNER))
 
 
 def tensor_parallel_is_initialized() -> bool:
-    """Whether ``initialize_tensor_parallel`` has run (and no destroy since)."""
-    return _default.held_by(OWNER) is not None
+    """Whether the tp, dp, pp and cp groups are set: ``initialize_tensor_parallel`` has run (and
+    no destroy since), or all four of ezpz's group globals were assigned groups."""
+    return all(_present(kind) for kind in _NAMES)
 
 
 def _groups() -> ProcessGroups:
@@ -180,24 +297,22 @@ def _groups() -> ProcessGroups:
 
 def get_tensor_parallel_group() -> Any:
     """The tensor-parallel group of this rank."""
-    return _groups().group("tp")
+    return _group("tp")
 
 
 def get_tensor_parallel_ranks() -> list[int]:
     """The global ranks of this rank's tensor-parallel group."""
-    return list(_groups().ranks("tp"))
+    return _ranks("tp")
 
 
 def get_tensor_parallel_rank() -> int:
     """This rank's position in its tensor-parallel group; 0 before initialisation."""
-    groups = _default.held_by(OWNER)
-    return 0 if groups is None else groups.rank("tp")
+    return _rank("tp") if _present("tp") else 0
 
 
 def get_tensor_parallel_world_size() -> int:
     """tp; 1 before initialisation (the trivial group of this rank alone)."""
-    groups = _default.held_by(OWNER)
-    return 1 if groups is None else groups.size("tp")
+    return _size("tp") if _present("tp") else 1
 
 
 def get_tensor_parallel_src_rank() -> int:
@@ -206,6 +321,8 @@ def get_tensor_parallel_src_rank() -> int:
     Before initialisation this rank is alone in its group: its own global rank (0 when
     torch.distributed is not initialized either).
     """
+    if _NAMES["tp"][0] in _assigned and _present("tp"):
+        return int(dist.get_global_rank(_assignment("tp", 0), 0))
     groups = _default.held_by(OWNER)
     if groups is not None:
         return groups.ranks("tp")[0]
@@ -214,59 +331,59 @@ def get_tensor_parallel_src_rank() -> int:
 
 def get_data_parallel_group() -> Any:
     """The data-parallel group of this rank."""
-    return _groups().group("dp")
+    return _group("dp")
 
 
 def get_data_parallel_ranks() -> list[int]:
     """The global ranks of this rank's data-parallel group."""
-    return list(_groups().ranks("dp"))
+    return _ranks("dp")
 
 
 def get_data_parallel_rank() -> int:
     """This rank's position in its data-parallel group."""
-    return _groups().rank("dp")
+    return _rank("dp")
 
 
 def get_data_parallel_world_size() -> int:
     """dp."""
-    return _groups().size("dp")
+    return _size("dp")
 
 
 def get_pipeline_parallel_group() -> Any:
     """The pipeline group of this rank."""
-    return _groups().group("pp")
+    return _group("pp")
 
 
 def get_pipeline_parallel_ranks() -> list[int]:
     """The global ranks of this rank's pipeline group."""
-    return list(_groups().ranks("pp"))
+    return _ranks("pp")
 
 
 def get_pipeline_parallel_rank() -> int:
     """This rank's pipeline stage."""
-    return _groups().rank("pp")
+    return _rank("pp")
 
 
 def get_pipeline_parallel_world_size() -> int:
     """pp."""
-    return _groups().size("pp")
+    return _size("pp")
 
 
 def get_context_parallel_group() -> Any:
     """The context-parallel group of this rank."""
-    return _groups().group("cp")
+    return _group("cp")
 
 
 def get_context_parallel_ranks() -> list[int]:
     """The global ranks of this rank's context-parallel group."""
-    return list(_groups().ranks("cp"))
+    return _ranks("cp")
 
 
 def get_context_parallel_rank() -> int:
     """This rank's position in its context-parallel group."""
-    return _groups().rank("cp")
+    return _rank("cp")
 
 
 def get_context_parallel_world_size() -> int:
     """cp."""
-    return _groups().size("cp")
+    return _size("cp")

@@ -162,6 +162,10 @@ class RankMap:
             per_host.append(ids[domain])
         return per_host, names
 
+    def host_domain_ids(self, tier: str | int) -> tuple[int, ...]:
+        """:meth:`domain_ids` per host (node rank) instead of per rank."""
+        return tuple(self._host_domain_ids(tier)[0])
+
     def domain_ids(self, tier: str | int) -> tuple[int, ...]:
         """An integer label per rank for its domain of ``tier``: equal labels, same domain.
 

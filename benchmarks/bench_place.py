@@ -1,0 +1,199 @@
+"""``place`` against the launchers' orders, its optimality, and the time of place and check.
+
+Allocations (all built here, deterministic):
+
+- ``nvl72-ragged``: 4 NVL72 racks with 18, 18, 16 and 12 usable 4-GPU trays, host names
+  ``node1..node64`` without zero padding (torchrun's lexicographic order scatters them).
+- ``slurm-block``: a Slurm ``topology.conf`` with the block plugin, 8 blocks of 18 four-GPU
+  nodes, read with ``parse_slurm_topology``; the job got 64 nodes, blocks 3 and 6 missing and
+  the others ragged.
+- ``fat-tree``: two levels, 64 leaves of 16 eight-GPU hosts under 8 spines; the job got 64 hosts
+  scattered over the leaves (a fixed random draw), host names in no relation to leaves.
+
+For each, an MoE layout (tp, ep, pp) and a dense one (tp, pp, dp): the crossing vector
+(:meth:`Crossings.key`: tp/etp, then ep/cp, then pp/dp/edp groups crossing each tier, innermost
+tier first) of the listed order, torchrun's lexicographic order, natural order and ``place``;
+"beats" says whether place is strictly better than each order that is not itself optimal.
+"optimal" compares place's tp/etp and ep/cp crossings of the NVLink tier (the rack or block;
+the host on the fat tree) with :func:`lower_bound`: equal means no order does better.
+
+Timings (median of 5): ``place`` and ``check`` on an explicit map of 16,384 ranks (4,096 ragged
+trays in racks, with a leaf tier above them).
+
+Run: ``python benchmarks/bench_place.py`` (targets: place < 2 s, check < 1 s at 16,384 ranks).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import median_seconds, write_result
+
+from topology import Allocation, Host, Tier, Topology, check, crossings, place
+from topology._preflight.allocation.slurm_topology import parse_slurm_topology
+from topology._preflight.place_bound import lower_bound
+
+FAST, MIDDLE = ("tp", "etp"), ("ep", "cp")
+BASELINES = ("listed", "lexicographic", "natural")
+
+
+def nvl72_ragged() -> Allocation:
+    hosts = []
+    for rack, trays in enumerate((18, 18, 16, 12)):
+        for _ in range(trays):
+            hosts.append(Host(f"node{len(hosts) + 1}", 4, (f"rack{rack}",)))
+    return Allocation(hosts, (Tier("nvl72", nvlink=True),))
+
+
+def slurm_block() -> Allocation:
+    lines = [f"BlockName=b{b} Nodes=gpu[{b * 18 + 1:03d}-{b * 18 + 18:03d}]" for b in range(8)]
+    text = "\n".join([*lines, "BlockSizes=18"]) + "\n"
+    rng = random.Random(7)
+    chosen = []
+    for block in range(8):
+        if block in (3, 6):
+            continue
+        members = [f"gpu{block * 18 + i:03d}" for i in range(1, 19)]
+        chosen += rng.sample(members, rng.choice([11, 12, 13, 14]))
+    hosts = sorted(chosen)[:64]
+    return parse_slurm_topology(text, gpus_per_host=4, hosts=hosts, label="bench topology.conf")
+
+
+def fat_tree() -> Allocation:
+    rng = random.Random(11)
+    slots = [(leaf, i) for leaf in range(64) for i in range(16)]
+    picked = rng.sample(slots, 64)
+    names = [f"dgx{n}" for n in rng.sample(range(1, 1025), 64)]
+    hosts = [
+        Host(name, 8, (f"leaf{leaf}", f"spine{leaf // 8}"))
+        for name, (leaf, _) in zip(names, picked, strict=True)
+    ]
+    return Allocation(hosts, (Tier("leaf"), Tier("spine")))
+
+
+CASES = {
+    "nvl72-ragged": (
+        nvl72_ragged,
+        0,
+        {
+            "moe tp4 ep8 pp4": Topology(256, tp=4, ep=8, pp=4),
+            "dense tp4 pp4": Topology(256, tp=4, pp=4),
+        },
+    ),
+    "slurm-block": (
+        slurm_block,
+        0,
+        {
+            "moe tp4 ep8 pp4": Topology(256, tp=4, ep=8, pp=4),
+            "dense tp8 pp4": Topology(256, tp=8, pp=4),
+        },
+    ),
+    "fat-tree": (
+        fat_tree,
+        None,
+        {
+            "moe tp2 ep16 pp4": Topology(512, tp=2, ep=16, pp=4),
+            "dense tp8 pp8": Topology(512, tp=8, pp=8),
+        },
+    ),
+}
+
+
+def compare() -> list[dict[str, object]]:
+    rows = []
+    for name, (build, nvlink, layouts) in CASES.items():
+        alloc = build()
+        for label, topo in layouts.items():
+            found = place(topo, alloc, order="listed")
+            keys = {
+                order: crossings(topo, alloc.rank_map(topo.world_size, order=order)).key()
+                for order in BASELINES
+            }
+            best = found.after.key()
+            beats = {
+                order: ("optimal too" if key == best else ("yes" if best < key else "NO"))
+                for order, key in keys.items()
+            }
+            optimal = "n/a (NVLink = host)"
+            if nvlink is not None:
+                tier = alloc.tiers[nvlink].name
+                bound = tuple(lower_bound(topo, alloc, tier, group) for group in (FAST, MIDDLE))
+                got = tuple(
+                    sum(found.after.count(k, tier) for k in group) for group in (FAST, MIDDLE)
+                )
+                optimal = (
+                    "unproven"
+                    if None in bound
+                    else ("proven" if got == bound else f"{got} vs bound {bound}")
+                )
+            rows.append(
+                {
+                    "allocation": name,
+                    "layout": label,
+                    "tiers": list(found.after.tiers[1:]),
+                    **{order: list(key) for order, key in keys.items()},
+                    "place": list(best),
+                    "method": found.method,
+                    "beats": beats,
+                    "optimal": optimal,
+                }
+            )
+    return rows
+
+
+def ragged_16k() -> Allocation:
+    hosts = []
+    rack = 0
+    while len(hosts) < 4096:
+        for _ in range((18, 18, 16, 12)[rack % 4]):
+            if len(hosts) < 4096:
+                hosts.append(Host(f"node{len(hosts) + 1}", 4, (f"rack{rack}", f"leaf{rack // 8}")))
+        rack += 1
+    return Allocation(hosts, (Tier("rack", nvlink=True), Tier("leaf")))
+
+
+def timings(repeat: int) -> list[dict[str, object]]:
+    alloc = ragged_16k()
+    rows = []
+    for label, topo in {
+        "moe tp4 ep8 pp8": Topology(16_384, tp=4, ep=8, pp=8),
+        "dense tp8 pp8": Topology(16_384, tp=8, pp=8),
+    }.items():
+        rank_map = alloc.rank_map(16_384, order="lexicographic")
+        rows.append(
+            {
+                "layout": label,
+                "ranks": 16_384,
+                "place_s": median_seconds(
+                    lambda topo=topo: place(topo, alloc, order="lexicographic"), repeat
+                ),
+                "check_s": median_seconds(
+                    lambda topo=topo, rank_map=rank_map: check(topo, rank_map), repeat
+                ),
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    rows = compare()
+    print(f"{'allocation':<14} {'layout':<18} {'order':<14} crossing vector (per class, per tier)")
+    for row in rows:
+        for order in (*BASELINES, "place"):
+            print(f"{row['allocation']:<14} {row['layout']:<18} {order:<14} {row[order]}")
+        print(f"{'':<33} beats: {row['beats']}; optimal: {row['optimal']}; method: {row['method']}")
+    times = timings(5)
+    print(f"\n{'layout':<18} {'ranks':>6} {'place s':>8} {'check s':>8}")
+    for row in times:
+        print(
+            f"{row['layout']:<18} {row['ranks']:>6} {row['place_s']:>8.3f} {row['check_s']:>8.3f}"
+        )
+    write_result("benchmarks/results/bench_place.json", {"comparison": rows, "timings": times})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""``topology place``: the host order that keeps the chattiest groups inside domains.
+
+Runs :func:`topology.place` on the layout and the allocation the flags give, and prints the
+chosen host order (node rank = position), the groups of each kind that cross each tier before
+(the launcher's order, or ``--host-order``) and after, the method that won and the unused hosts.
+``--write-hostfile OUT`` writes the order one host per line, for a hostfile or
+``--host-order`` of ``check`` and ``show``.
+
+>>> from topology import Allocation, Host, Tier, Topology, place
+>>> racks = {"n1": "r1", "n2": "r2", "n3": "r1", "n4": "r2"}
+>>> alloc = Allocation([Host(n, 4, (r,)) for n, r in racks.items()], [Tier("rack")])
+>>> for line in crossing_table(place(Topology(16, tp=8), alloc), 80):
+...     print(line)
+kind  groups  node    rack
+tp         2  2 -> 2  2 -> 0
+etp        2  2 -> 2  2 -> 0
+ep        16  0 -> 0  0 -> 0
+cp        16  0 -> 0  0 -> 0
+pp        16  0 -> 0  0 -> 0
+dp         8  8 -> 8  0 -> 8
+edp        8  8 -> 8  0 -> 8
+
+(tp groups leave the racks; the dp groups, which talk once a step, now cross them instead.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .._preflight.allocation.rankmap import RankMap
+from .._preflight.place import Arrangement, place
+from .allocation_args import (
+    add_allocation_arguments,
+    allocation_from_args,
+    order_name,
+    placement_allocation,
+)
+from .common import (
+    CliError,
+    Once,
+    add_layout_arguments,
+    add_output_arguments,
+    topology_from_args,
+    write_json,
+)
+from .show import host_list
+from .simulate import add_preset_arguments
+from .text import table, terminal_width, wrap
+
+__all__ = ["crossing_table", "register", "run", "to_json"]
+
+_EDGE = 8
+"""The text output lists the first and last this many node ranks of a longer host order."""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``place`` command."""
+    parser = subparsers.add_parser(
+        "place",
+        help="choose the host order (node ranks) that keeps groups inside racks and switches",
+        description="Choose which hosts of the allocation run the job and in which order the "
+        "launcher should number them (node rank = position), so that as few groups as "
+        "possible cross a tier: tp/etp first, then ep and cp, then pp and dp. Prints the order, "
+        "the groups that cross each tier before (the launcher's order, or --host-order) and "
+        "after, and the hosts left unused. Never worse than the launcher's order.",
+    )
+    add_layout_arguments(parser)
+    add_allocation_arguments(parser)
+    add_output_arguments(parser)
+    add_preset_arguments(parser, model_default=None, optional=True)
+    parser.add_argument(
+        "--write-hostfile",
+        dest="write_hostfile",
+        action=Once,
+        metavar="OUT",
+        help="also write the chosen host order to OUT, one host per line (a hostfile; "
+        "--host-order of check and show)",
+    )
+    parser.set_defaults(func=run)
+
+
+def _baseline(arrangement: Arrangement, order: str) -> str:
+    """The name of the order compared against (``host-order`` for ``--host-order``)."""
+    return order if order == "host-order" else arrangement.baseline
+
+
+def _method(arrangement: Arrangement, order: str) -> str:
+    """The winning method; with ``--host-order`` its ``listed`` order is the given one."""
+    return (
+        "host-order"
+        if order == "host-order" and arrangement.method == "listed"
+        else (arrangement.method)
+    )
+
+
+def to_json(arrangement: Arrangement, order: str) -> dict[str, Any]:
+    """The ``place --json`` document: ``layout``, ``topology``, ``host_list`` and
+    :meth:`Arrangement.to_dict` (``hosts``, ``crossings`` per kind and tier before and after)."""
+    data = arrangement.to_dict()
+    data["baseline"] = _baseline(arrangement, order)
+    data["method"] = _method(arrangement, order)
+    return {
+        "layout": str(arrangement.topology),
+        "topology": arrangement.topology.to_dict(),
+        "host_list": host_list(arrangement.hosts),
+        **data,
+    }
+
+
+def crossing_table(arrangement: Arrangement, columns: int, indent: str = "") -> list[str]:
+    """Per kind (rows) and tier (columns), the groups that cross: ``before -> after``."""
+    before, after = arrangement.before, arrangement.after
+    header = ("kind", "groups", *before.tiers)
+    rows = []
+    for k, kind in enumerate(before.kinds):
+        row: list[object] = [kind, before.totals[k]]
+        for t in range(len(before.tiers)):
+            row.append(f"{before.crossing[k][t]} -> {after.crossing[k][t]}")
+        rows.append(row)
+    align = "<>" + "<" * len(before.tiers)
+    return table(header, rows, columns, align=align, indent=indent)
+
+
+def render(arrangement: Arrangement, order: str, columns: int) -> str:
+    """The text output of ``place``."""
+    alloc = arrangement.allocation
+    hosts = arrangement.hosts
+    gpus = alloc.hosts[0].gpus
+    baseline = _baseline(arrangement, order)
+    method = _method(arrangement, order)
+    verdict = (
+        f"better than the {baseline} order"
+        if arrangement.improved
+        else f"no order crosses fewer groups than the {baseline} order"
+    )
+    lines = [*wrap(str(arrangement.topology), columns)]
+    tiers = ", ".join(t.name for t in alloc.tiers) or "none (a host list says nothing of racks)"
+    lines += wrap(
+        f"allocation: {len(alloc.hosts)} hosts of {gpus} GPUs; tiers: {tiers}",
+        columns,
+        hang="    ",
+    )
+    lines += ["", *wrap(f"method: {method} ({verdict})", columns, hang="    ")]
+    lines += ["", *wrap(f"host order: {host_list(hosts)}", columns, hang="    ")]
+    width = len(str(len(hosts) - 1))
+    lines += ["node rank -> host:"]
+    shown = list(enumerate(hosts))
+    if len(shown) > 2 * _EDGE:
+        hidden = len(shown) - 2 * _EDGE
+        more = (-1, f"… {hidden} more (all of them: --write-hostfile OUT or --json)")
+        shown = [*shown[:_EDGE], more, *shown[-_EDGE:]]
+    lines += [
+        f"  {'':>{width}}  {name}" if node < 0 else f"  {node:>{width}}  {name}"
+        for node, name in shown
+    ]
+    lines += ["", f"groups that cross each tier ({baseline} order -> chosen order):"]
+    lines += crossing_table(arrangement, columns, indent="  ")
+    if arrangement.step_time_before is not None and arrangement.step_time_after is not None:
+        lines += [
+            "",
+            f"predicted step time (topology.cost): {arrangement.step_time_before:.4g} s -> "
+            f"{arrangement.step_time_after:.4g} s",
+        ]
+    unused = arrangement.unused
+    text = host_list(unused) if unused else "none"
+    lines += ["", *wrap(f"unused hosts ({len(unused)}): {text}", columns, hang="    ")]
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        raise CliError(
+            f"cannot write --write-hostfile {path!r}: {error.strerror or error}"
+        ) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Place the layout on the allocation; print text or JSON; write the hostfile if asked."""
+    alloc = allocation_from_args(args)
+    if alloc is None:
+        raise CliError(
+            "place needs the job's hosts: pass --allocation, --slurm-topology (with --hosts), "
+            "--topograph, --hostfile or --hosts (with --gpus-per-host)"
+        )
+    topo = topology_from_args(args, default_world_size=alloc.gpus)
+    order = order_name(args)
+    baseline = "listed" if order == "host-order" else order
+    step_time = None
+    if args.model is not None:
+        from topology.cost import estimate, load_hardware, load_model
+
+        model, hardware = load_model(args.model), load_hardware(args.hardware)
+
+        def step_time(rank_map: RankMap) -> float:
+            return estimate(topo, rank_map, model, hardware).total
+
+    arrangement = place(
+        topo,
+        placement_allocation(args, alloc, topo.world_size),
+        order=baseline,
+        step_time=step_time,
+    )
+    if args.write_hostfile:
+        _write(args.write_hostfile, arrangement.hostfile())
+    if args.json:
+        write_json("place", to_json(arrangement, order))
+    else:
+        sys.stdout.write(render(arrangement, order, terminal_width()))
+    return 0

@@ -1,0 +1,221 @@
+"""Crossings: how many groups of each kind leave a domain of each tier on a real rank map (private).
+
+A group *crosses* a tier when its ranks run on hosts in two or more domains of that tier (a host
+of unknown domain shares it with no other host); it crosses ``node`` when it holds ranks of two
+hosts. Only the groups of :data:`PLACED_KINDS` are counted, the kinds whose traffic placement can
+change; singleton groups never cross.
+
+Algorithm: each group is reduced to the set of hosts (node ranks) it runs on, equal sets are
+counted once with their multiplicity (a host holds many groups of one kind), and each set is
+labelled per tier through its hosts' domains. Time is linear in the ranks of the kinds counted
+(kinds with equal groups, such as ``etp`` and ``tp`` by default, are measured once).
+
+>>> from topology import Allocation, Host, Tier, Topology
+>>> alloc = Allocation([Host(n, 4, (r,)) for n, r in
+...                     [("a", "r1"), ("b", "r2"), ("c", "r1"), ("d", "r2")]],
+...                    [Tier("rack", nvlink=True)])
+>>> found = crossings(Topology(16, tp=8), alloc.rank_map(16))
+>>> found.count("tp", "node"), found.count("tp", "rack"), found.groups("tp")
+(2, 2, 2)
+>>> crossings(Topology(16, tp=8), alloc.rank_map(16, order="natural")).count("tp", "rack")
+2
+>>> crossings(Topology(16, tp=8), alloc.with_order("acbd").rank_map(16)).count("tp", "rack")
+0
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from .._args import format_choices, show
+from .._errors import TopologyError
+from .._fields import tuple_of
+from .._megatron.topology import Topology
+from .allocation.rankmap import RankMap
+from .placement import shape_of
+
+__all__ = [
+    "KIND_CLASSES",
+    "NODE_TIER",
+    "PLACED_KINDS",
+    "Crossings",
+    "crossing_row",
+    "crossings",
+    "host_sets",
+]
+
+KIND_CLASSES: tuple[tuple[str, ...], ...] = (("tp", "etp"), ("ep", "cp"), ("pp", "dp", "edp"))
+"""Kinds by how much a crossing costs, most first: tensor parallelism talks every layer, expert
+and context parallelism every MoE / attention layer, pipeline and data parallelism once or twice
+per micro-batch or step. Placement minimises crossings class by class in this order."""
+
+PLACED_KINDS: tuple[str, ...] = tuple(kind for group in KIND_CLASSES for kind in group)
+"""The kinds :func:`crossings` counts, in :data:`KIND_CLASSES` order."""
+
+NODE_TIER = "node"
+"""The pseudo-tier every map has first: a group crosses it when it spans two hosts."""
+
+HostSets = Counter[frozenset[int]]
+"""The distinct host sets one kind's groups run on, each with how many groups share it."""
+
+
+def host_sets(topology: Topology, kind: str, nodes: Sequence[int]) -> HostSets:
+    """The host sets of ``kind``'s groups that hold two or more hosts, with multiplicities.
+
+    ``nodes[r]`` is the host (node rank) that runs global rank ``r``.
+
+    >>> host_sets(Topology(8, tp=4), "tp", [r // 2 for r in range(8)])
+    Counter({frozenset({0, 1}): 1, frozenset({2, 3}): 1})
+    """
+    found: HostSets = Counter()
+    for group in topology.groups(kind):
+        if len(group) < 2:
+            continue
+        first = nodes[group[0]]
+        if nodes[group[-1]] == first and all(nodes[r] == first for r in group):
+            continue
+        found[frozenset(nodes[r] for r in group)] += 1
+    return found
+
+
+def distinct_kinds(topology: Topology, kinds: Iterable[str]) -> dict[str, str]:
+    """Each of ``kinds`` mapped to the first of them with the same groups (itself if none)."""
+    seen: dict[object, str] = {}
+    first: dict[str, str] = {}
+    for kind in kinds:
+        shape = shape_of(topology, kind)
+        key: object = kind if shape is None else shape.key
+        first[kind] = seen.setdefault(key, kind)
+    return first
+
+
+@attrs.frozen
+class Crossings:
+    """Per kind and tier, how many groups cross; ``tiers`` starts with ``"node"``.
+
+    ``crossing[kind][t]`` counts the groups of ``kind`` that span two or more domains of
+    ``tiers[t]``; ``totals[kind]`` is how many groups ``kind`` has. Build it with
+    :func:`crossings`.
+    """
+
+    tiers: tuple[str, ...] = attrs.field(validator=tuple_of(str))
+    kinds: tuple[str, ...] = attrs.field(validator=tuple_of(str))
+    crossing: tuple[tuple[int, ...], ...] = attrs.field(validator=tuple_of(tuple))
+    totals: tuple[int, ...] = attrs.field(validator=tuple_of(int))
+
+    def __attrs_post_init__(self) -> None:
+        rows = len(self.kinds)
+        if len(self.crossing) != rows or len(self.totals) != rows:
+            raise TopologyError(
+                f"Crossings needs one crossing row and one total per kind ({rows} kinds), got "
+                f"{len(self.crossing)} rows and {len(self.totals)} totals"
+            )
+        for row in self.crossing:
+            if len(row) != len(self.tiers) or any(type(n) is not int or n < 0 for n in row):
+                raise TopologyError(
+                    f"each Crossings row must hold one count >= 0 per tier "
+                    f"({len(self.tiers)} tiers), got {show(row)}"
+                )
+
+    def _kind(self, kind: str) -> int:
+        if kind not in self.kinds:
+            raise TopologyError(
+                f"kind {show(kind)} is not counted; valid: {format_choices(self.kinds)}"
+            )
+        return self.kinds.index(kind)
+
+    def _tier(self, tier: str | int) -> int:
+        if type(tier) is int and 0 <= tier < len(self.tiers):
+            return tier
+        if isinstance(tier, str) and tier in self.tiers:
+            return self.tiers.index(tier)
+        raise TopologyError(f"tier {show(tier)} is not known; valid: {format_choices(self.tiers)}")
+
+    def count(self, kind: str, tier: str | int) -> int:
+        """How many groups of ``kind`` cross ``tier`` (a name or an index of :attr:`tiers`)."""
+        return self.crossing[self._kind(kind)][self._tier(tier)]
+
+    def groups(self, kind: str) -> int:
+        """How many groups ``kind`` has."""
+        return self.totals[self._kind(kind)]
+
+    def key(self, *, first_tier: int = 1) -> tuple[int, ...]:
+        """The vector placement minimises: per kind class, per tier from ``first_tier`` (skip
+        ``node``, which a host order cannot change) innermost first, the groups that cross."""
+        tiers = range(first_tier, len(self.tiers))
+        return tuple(
+            sum(self.crossing[self.kinds.index(kind)][t] for kind in group if kind in self.kinds)
+            for group in KIND_CLASSES
+            for t in tiers
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: ``{"tiers": [...], "groups": {kind: n}, "crossing": {kind: {tier: n}}}``."""
+        return {
+            "tiers": list(self.tiers),
+            "groups": dict(zip(self.kinds, self.totals, strict=True)),
+            "crossing": {
+                kind: dict(zip(self.tiers, row, strict=True))
+                for kind, row in zip(self.kinds, self.crossing, strict=True)
+            },
+        }
+
+
+def crossings(topology: Topology, rank_map: RankMap) -> Crossings:
+    """Count, per kind of :data:`PLACED_KINDS` and per tier, the groups that cross it.
+
+    Raises:
+        TopologyError: the map holds fewer ranks than ``rank_offset + world_size``.
+    """
+    if not isinstance(topology, Topology):
+        raise TopologyError(f"topology must be a Topology, got {type(topology).__name__}")
+    if not isinstance(rank_map, RankMap):
+        raise TopologyError(
+            f"rank_map must be a RankMap, got {type(rank_map).__name__}; "
+            "use Allocation.rank_map(world_size)"
+        )
+    end = topology.rank_offset + topology.world_size
+    if rank_map.world_size < end:
+        raise TopologyError(
+            f"the rank map holds {rank_map.world_size} ranks but the layout needs "
+            f"rank_offset + world_size = {end}; give an allocation with more GPUs"
+        )
+    nodes = rank_map.nodes
+    tier_labels = [rank_map.host_domain_ids(t) for t in range(len(rank_map.tiers))]
+    return count_crossings(
+        topology, nodes, tier_labels, (NODE_TIER, *(t.name for t in rank_map.tiers))
+    )
+
+
+def crossing_row(sets: HostSets, tier_labels: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """The groups of ``sets`` that cross hosts, then each tier (``tier_labels[t][host]``)."""
+    row = [sum(sets.values())]
+    for labels in tier_labels:
+        row.append(sum(n for hosts, n in sets.items() if len({labels[h] for h in hosts}) > 1))
+    return tuple(row)
+
+
+def count_crossings(
+    topology: Topology,
+    nodes: Sequence[int],
+    tier_labels: Sequence[Sequence[int]],
+    tier_names: tuple[str, ...],
+) -> Crossings:
+    """:func:`crossings` on raw labels: ``nodes[r]`` per rank, ``tier_labels[t][node]`` per host."""
+    kinds = tuple(k for k in PLACED_KINDS if k in topology.kinds)
+    first = distinct_kinds(topology, kinds)
+    measured = {
+        kind: crossing_row(host_sets(topology, kind, nodes), tier_labels)
+        for kind in kinds
+        if first[kind] == kind
+    }
+    return Crossings(
+        tiers=tier_names,
+        kinds=kinds,
+        crossing=tuple(measured[first[kind]] for kind in kinds),
+        totals=tuple(len(topology.groups(kind)) for kind in kinds),
+    )

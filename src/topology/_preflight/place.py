@@ -1,0 +1,459 @@
+"""place(): the host order that keeps the chattiest groups inside domains (private).
+
+Given a layout and an :class:`~.allocation.Allocation`, :func:`place` chooses which hosts run the
+job and in which order the launcher should number them (node rank = position), so that as few
+groups as possible cross a tier: first the tp/etp groups, then ep and cp, then pp and dp
+(:data:`~.crossings.KIND_CLASSES`), each class counted per tier innermost first
+(:meth:`Crossings.key`). Ranks fill hosts in order, so a host order is all a launcher needs
+(a hostfile, ``SLURM_HOSTFILE``, one ``torchrun --node-rank`` per host).
+
+Algorithm: rank ``r`` runs on slot ``r // G``. Adding the kinds one by one in priority order,
+the slots joined by their groups form nested components (the tp blocks, the blocks those make
+with ep, ...). Packing walks that tree from the whole job down: a component goes whole into the
+first domain with room for it, else its children are packed one by one, largest first. When
+component sizes divide each other, as they do for any grid, this keeps the most components of
+every level whole (a component placed whole costs its domain exactly its size, so it never
+spoils a finer level). Several packings (domains in name order within their outer domains,
+largest first, best fit; confined to one outer domain when one holds the job) and the launcher
+orders themselves are scored with :func:`~.crossings.crossing_row`; the lowest score wins,
+the launcher's own order on ties, so ``place`` never does worse than the launcher.
+
+>>> from topology import Allocation, Host, Tier, Topology
+>>> racks = {"n1": "r1", "n2": "r2", "n3": "r1", "n4": "r2"}
+>>> alloc = Allocation([Host(n, 4, (r,)) for n, r in racks.items()], [Tier("rack", nvlink=True)])
+>>> found = place(Topology(16, tp=8), alloc)
+>>> found.hosts, found.before.count("tp", "rack"), found.after.count("tp", "rack")
+(('n1', 'n3', 'n2', 'n4'), 2, 0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from .._args import show
+from .._errors import TopologyError
+from .._fields import instance, text, tuple_of
+from .._megatron.topology import Topology
+from .allocation.hostlist import natural_key
+from .allocation.model import LAUNCHER_ORDERS, Allocation
+from .allocation.rankmap import RankMap
+from .crossings import (
+    KIND_CLASSES,
+    NODE_TIER,
+    PLACED_KINDS,
+    Crossings,
+    HostSets,
+    crossing_row,
+    crossings,
+    distinct_kinds,
+    host_sets,
+)
+from .place_search import WeightedSet, improve
+
+__all__ = ["Arrangement", "StepTime", "place"]
+
+_SEARCH_EVERY_START = 64
+"""Up to this many slots, the swap search starts from every candidate, else from the best."""
+
+
+def _optional_seconds(owner: object, attribute: Any, value: object) -> None:
+    if value is not None and (type(value) is not float or not 0 <= value < math.inf):
+        raise TopologyError(
+            f"Arrangement.{attribute.name} must be a finite float >= 0 or None, got {show(value)}"
+        )
+
+
+StepTime = Callable[[RankMap], float]
+"""Predicted seconds per training step on a rank map (e.g. from :func:`topology.cost.estimate`)."""
+
+
+@attrs.frozen
+class Arrangement:
+    """What :func:`place` chose: the host order and the crossings before and after.
+
+    ``hosts`` are the hosts to run on in launcher order (node rank = index); ``before`` counts
+    the crossings of the launcher's ``baseline`` order, ``after`` those of ``hosts``;
+    ``method`` names the candidate that won (a launcher order when nothing beats it).
+    ``step_time_before``/``step_time_after`` are the predicted step times of the two orders
+    when :func:`place` was given ``step_time``.
+    """
+
+    topology: Topology = attrs.field(validator=instance(Topology))
+    allocation: Allocation = attrs.field(validator=instance(Allocation))
+    baseline: str = attrs.field(validator=text)
+    hosts: tuple[str, ...] = attrs.field(validator=tuple_of(str))
+    before: Crossings = attrs.field(validator=instance(Crossings))
+    after: Crossings = attrs.field(validator=instance(Crossings))
+    method: str = attrs.field(validator=text)
+    step_time_before: float | None = attrs.field(default=None, validator=_optional_seconds)
+    step_time_after: float | None = attrs.field(default=None, validator=_optional_seconds)
+
+    def __attrs_post_init__(self) -> None:
+        if (self.before.kinds, self.before.tiers) != (self.after.kinds, self.after.tiers):
+            raise TopologyError(
+                "Arrangement.before and .after must count the same kinds and tiers, got "
+                f"{self.before.kinds}/{self.before.tiers} and {self.after.kinds}/{self.after.tiers}"
+            )
+
+    @property
+    def improved(self) -> bool:
+        """True when ``hosts`` crosses fewer groups than the launcher's order."""
+        return self.after.key() < self.before.key()
+
+    @property
+    def unused(self) -> tuple[str, ...]:
+        """Hosts of the allocation the job does not need."""
+        chosen = set(self.hosts)
+        return tuple(h.name for h in self.allocation.hosts if h.name not in chosen)
+
+    def rank_map(self) -> RankMap:
+        """Where every rank runs when the launcher takes :attr:`hosts` as they are."""
+        return self.allocation.with_order(self.hosts).rank_map(self.topology.world_size)
+
+    def hostfile(self) -> str:
+        """:attr:`hosts`, one per line: a hostfile, or ``SLURM_HOSTFILE`` for
+        ``srun --distribution=arbitrary`` (which wants one line per task: repeat each host
+        ``G`` times there)."""
+        return "".join(f"{name}\n" for name in self.hosts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: ``hosts`` (node rank = index), ``crossings`` per kind and tier before and
+        after, the baseline order, the winning method and the unused hosts."""
+        before, after = self.before.to_dict(), self.after.to_dict()
+        return {
+            "hosts": list(self.hosts),
+            "baseline": self.baseline,
+            "method": self.method,
+            "improved": self.improved,
+            "unused": list(self.unused),
+            "step_time": {"before": self.step_time_before, "after": self.step_time_after},
+            "tiers": before["tiers"],
+            "groups": before["groups"],
+            "crossings": {
+                kind: {
+                    tier: {"before": before["crossing"][kind][tier], "after": row[tier]}
+                    for tier in before["tiers"]
+                }
+                for kind, row in after["crossing"].items()
+            },
+        }
+
+
+def place(
+    topology: Topology,
+    allocation: Allocation,
+    *,
+    order: str = "listed",
+    step_time: StepTime | None = None,
+) -> Arrangement:
+    """Choose the hosts and their launcher order for ``topology`` on ``allocation``.
+
+    Args:
+        topology: the layout (``rank_offset`` 0: the job owns its hosts).
+        allocation: the hosts (all with the same GPU count) and tiers the job got.
+        order: the launcher order to compare against (one of ``LAUNCHER_ORDERS``).
+        step_time: predicted seconds per step on a rank map; it breaks ties between orders
+            with equal crossings and is reported for the launcher's order and the chosen one.
+            ``lambda m: estimate(topology, m, model, hardware).total`` prices it with
+            :mod:`topology.cost`.
+
+    Returns:
+        An :class:`Arrangement`; ``hosts`` crosses no more groups than ``order`` does.
+
+    Raises:
+        TopologyError: wrong types, a ``rank_offset``, hosts with different GPU counts, or
+            fewer GPUs than ranks.
+    """
+    topo, alloc = _checked(topology, allocation, order)
+    gpus = alloc.hosts[0].gpus
+    slots = math.ceil(topo.world_size / gpus)
+    names = (NODE_TIER, *(t.name for t in alloc.tiers))
+    labels = _host_labels(alloc)
+    structure = _Structure.of(topo, gpus, slots)
+    baseline = alloc.rank_map(topo.world_size, order=order)
+    index = {host.name: i for i, host in enumerate(alloc.hosts)}
+    candidates: list[tuple[str, tuple[int, ...]]] = [
+        (order, tuple(index[n] for n in baseline.host_order))
+    ]
+    for other in LAUNCHER_ORDERS:
+        hosts = alloc.ordered(other).hosts[:slots]
+        candidates.append((other, tuple(index[h.name] for h in hosts)))
+    if alloc.tiers:
+        candidates += _packings(alloc, labels, structure, slots)
+    best_name, best = candidates[0]
+    best_score = structure.score(best, labels, names)
+    for name, candidate in candidates[1:]:
+        score = structure.score(candidate, labels, names)
+        if score.key() < best_score.key():
+            best_name, best, best_score = name, candidate, score
+    if alloc.tiers:
+        weighted = structure.weighted()
+        starts = candidates if slots <= _SEARCH_EVERY_START else [(best_name, best)]
+        for name, start in starts:
+            chosen = set(start)
+            spare = [h for h in range(len(alloc.hosts)) if h not in chosen]
+            searched = tuple(improve([*start, *spare], labels, weighted)[:slots])
+            score = structure.score(searched, labels, names)
+            if score.key() < best_score.key():
+                best_name, best, best_score = f"{name}, then swaps", searched, score
+    before_time = after_time = None
+    if step_time is not None:
+        if not callable(step_time):
+            raise TopologyError(
+                f"step_time must be a callable taking a RankMap, got {show(step_time)}"
+            )
+        price = _pricer(step_time, alloc, topo.world_size)
+        ties = [
+            (name, c) for name, c in candidates if structure.score(c, labels, names) == best_score
+        ]
+        timed = min(((price(c), i) for i, (_, c) in enumerate(ties)), default=None)
+        if timed is not None and timed[0] < price(best):
+            best_name, best = ties[timed[1]]
+        before_time, after_time = price(candidates[0][1]), price(best)
+    return Arrangement(
+        topology=topo,
+        allocation=alloc,
+        baseline=order,
+        hosts=tuple(alloc.hosts[i].name for i in best),
+        before=crossings(topo, baseline),
+        after=best_score,
+        method=best_name,
+        step_time_before=before_time,
+        step_time_after=after_time,
+    )
+
+
+def _pricer(
+    step_time: StepTime, alloc: Allocation, world_size: int
+) -> Callable[[tuple[int, ...]], float]:
+    """``step_time`` of a host order, checked to be a finite number of seconds."""
+
+    def price(order: tuple[int, ...]) -> float:
+        rank_map = alloc.with_order([alloc.hosts[i].name for i in order]).rank_map(world_size)
+        seconds = step_time(rank_map)
+        if type(seconds) not in (int, float) or not 0 <= seconds < math.inf:
+            raise TopologyError(
+                f"step_time must return a finite number of seconds >= 0, got {show(seconds)}"
+            )
+        return float(seconds)
+
+    return price
+
+
+def _checked(topology: object, allocation: object, order: object) -> tuple[Topology, Allocation]:
+    if not isinstance(topology, Topology):
+        raise TopologyError(f"topology must be a Topology, got {type(topology).__name__}")
+    if not isinstance(allocation, Allocation):
+        raise TopologyError(
+            f"allocation must be an Allocation, got {type(allocation).__name__}; "
+            "read one with read_allocation, read_slurm_topology, read_topograph or read_hostfile"
+        )
+    if order not in LAUNCHER_ORDERS:
+        raise TopologyError(f"order must be one of {', '.join(LAUNCHER_ORDERS)}, got {show(order)}")
+    if topology.rank_offset:
+        raise TopologyError(
+            f"place needs a layout that owns its hosts (rank_offset 0), got rank_offset "
+            f"{topology.rank_offset}; place the whole job's layout instead"
+        )
+    counts = sorted({h.gpus for h in allocation.hosts})
+    if len(counts) > 1:
+        raise TopologyError(
+            f"place needs hosts with equal GPU counts, got {', '.join(map(str, counts))}; "
+            "pass the hosts of one GPU count (the launcher runs one rank per GPU)"
+        )
+    if topology.world_size > allocation.gpus:
+        raise TopologyError(
+            f"world_size {topology.world_size} needs more GPUs than the allocation's "
+            f"{allocation.gpus} ({len(allocation.hosts)} hosts of {counts[0]})"
+        )
+    return topology, allocation
+
+
+def _host_labels(alloc: Allocation) -> list[list[int]]:
+    """Per tier, an integer domain label per host (an unknown domain is a label of its own)."""
+    result = []
+    for tier in range(len(alloc.tiers)):
+        ids: dict[str, int] = {}
+        row = []
+        for position, host in enumerate(alloc.hosts):
+            domain = host.domains[tier]
+            key = f"\0{position}" if domain is None else domain
+            row.append(ids.setdefault(key, len(ids)))
+        result.append(row)
+    return result
+
+
+@attrs.frozen
+class _Component:
+    slots: tuple[int, ...]
+    children: tuple[_Component, ...]
+
+
+@attrs.frozen
+class _Structure:
+    """The slot-level groups of a layout: host sets per distinct kind and the component tree."""
+
+    kinds: tuple[str, ...]
+    first: dict[str, str]
+    sets: dict[str, HostSets]
+    totals: dict[str, int]
+    root: _Component
+
+    @classmethod
+    def of(cls, topo: Topology, gpus: int, slots: int) -> _Structure:
+        nodes = [r // gpus for r in range(topo.world_size)]
+        kinds = tuple(k for k in PLACED_KINDS if k in topo.kinds)
+        first = distinct_kinds(topo, kinds)
+        sets = {k: host_sets(topo, k, nodes) for k in kinds if first[k] == k}
+        totals = {k: len(topo.groups(k)) for k in kinds}
+        levels = [sets[first[k]] for k in sorted(kinds, key=lambda k: _rank(k, sets[first[k]]))]
+        return cls(kinds, first, sets, totals, _tree(slots, levels))
+
+    def weighted(self) -> list[WeightedSet]:
+        """Every host set once, weighted per kind class by the groups it stands for."""
+        found = []
+        for kind, sets in self.sets.items():
+            weights = tuple(
+                sum(1 for k in group if k in self.first and self.first[k] == kind)
+                for group in KIND_CLASSES
+            )
+            found += [
+                (tuple(sorted(hosts)), tuple(w * n for w in weights)) for hosts, n in sets.items()
+            ]
+        return found
+
+    def score(
+        self, order: Sequence[int], labels: Sequence[Sequence[int]], names: tuple[str, ...]
+    ) -> Crossings:
+        """The crossings when slot ``s`` runs on host ``order[s]``."""
+        per_slot = [[row[host] for host in order] for row in labels]
+        measured = {kind: crossing_row(sets, per_slot) for kind, sets in self.sets.items()}
+        return Crossings(
+            tiers=names,
+            kinds=self.kinds,
+            crossing=tuple(measured[self.first[k]] for k in self.kinds),
+            totals=tuple(self.totals[k] for k in self.kinds),
+        )
+
+
+def _rank(kind: str, sets: HostSets) -> tuple[int, int]:
+    """Tree levels go class by class, and inside a class the kinds of smaller host sets first
+    (their blocks nest inside the others')."""
+    level = next(i for i, group in enumerate(KIND_CLASSES) if kind in group)
+    return level, max((len(hosts) for hosts in sets), default=0)
+
+
+def _tree(slots: int, levels: Sequence[HostSets]) -> _Component:
+    """The nested components the kinds' host sets join slots into, finest level first."""
+    parent = list(range(slots))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    nodes: dict[int, _Component] = {s: _Component((s,), ()) for s in range(slots)}
+    for sets in levels:
+        for members in sets:
+            it = iter(members)
+            head = find(next(it))
+            for other in it:
+                root = find(other)
+                if root != head:
+                    parent[root] = head
+        merged: dict[int, list[_Component]] = {}
+        for component in nodes.values():
+            merged.setdefault(find(component.slots[0]), []).append(component)
+        if len(merged) == len(nodes):
+            continue
+        nodes = {
+            root: parts[0] if len(parts) == 1 else _joined(parts) for root, parts in merged.items()
+        }
+    top = list(nodes.values())
+    return top[0] if len(top) == 1 else _joined(top)
+
+
+def _joined(parts: list[_Component]) -> _Component:
+    ordered = sorted(parts, key=lambda c: c.slots[0])
+    return _Component(tuple(sorted(s for c in ordered for s in c.slots)), tuple(ordered))
+
+
+_Chooser = Callable[[list[int], int], int | None]
+
+
+def _first_fit(free: list[int], need: int) -> int | None:
+    return next((p for p, room in enumerate(free) if room >= need), None)
+
+
+def _best_fit(free: list[int], need: int) -> int | None:
+    fitting = [(room, p) for p, room in enumerate(free) if room >= need]
+    return min(fitting)[1] if fitting else None
+
+
+def _pools(alloc: Allocation, labels: list[list[int]], hosts: Sequence[int]) -> list[list[int]]:
+    """The hosts grouped by domain path (every tier), in natural order of outer domain names."""
+    pools: dict[tuple[int, ...], list[int]] = {}
+    for h in hosts:
+        pools.setdefault(tuple(row[h] for row in labels), []).append(h)
+
+    def path(pool: list[int]) -> tuple[Any, ...]:
+        host = alloc.hosts[pool[0]]
+        return tuple(natural_key(d or "") for d in reversed(host.domains))
+
+    for pool in pools.values():
+        pool.sort(key=lambda h: natural_key(alloc.hosts[h].name))
+    return sorted(pools.values(), key=path)
+
+
+def _pack(
+    root: _Component, pools: list[list[int]], slots: int, choose: _Chooser
+) -> tuple[int, ...]:
+    free = [len(pool) for pool in pools]
+    used = [0] * len(pools)
+    result = [-1] * slots
+
+    def put(component: _Component) -> None:
+        pool = choose(free, len(component.slots))
+        if pool is not None:
+            start = used[pool]
+            for slot, host in zip(component.slots, pools[pool][start:], strict=False):
+                result[slot] = host
+            used[pool] += len(component.slots)
+            free[pool] -= len(component.slots)
+            return
+        for child in sorted(component.children, key=lambda c: -len(c.slots)):
+            put(child)
+
+    put(root)
+    return tuple(result)
+
+
+def _packings(
+    alloc: Allocation, labels: list[list[int]], structure: _Structure, slots: int
+) -> list[tuple[str, tuple[int, ...]]]:
+    everyone = range(len(alloc.hosts))
+    confined: list[tuple[str, Sequence[int]]] = [("", everyone)]
+    for tier in range(len(alloc.tiers)):
+        sizes = Counter(labels[tier])
+        holding = [(n, d) for d, n in sizes.items() if n >= slots]
+        if holding:
+            domain = min(holding)[1]
+            members = [h for h in everyone if labels[tier][h] == domain]
+            confined.append((f" in one {alloc.tiers[tier].name}", members))
+    found = []
+    for suffix, hosts in confined:
+        grouped = _pools(alloc, labels, hosts)
+        largest = sorted(grouped, key=len, reverse=True)
+        for name, pools, choose in (
+            ("packed", grouped, _first_fit),
+            ("packed largest first", largest, _first_fit),
+            ("packed best fit", grouped, _best_fit),
+        ):
+            found.append((name + suffix, _pack(structure.root, pools, slots, choose)))
+    return found

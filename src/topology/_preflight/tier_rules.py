@@ -1,0 +1,104 @@
+"""The rules :func:`~.check.check` adds on a real rank map: groups that leave a domain of some
+tier although another host order keeps them in, and the communicator budget (private).
+
+A tp or etp group that crosses a tier :func:`~.place.place` can keep it inside is an error, a cp
+or ep group a warning: the host order is at fault and ``topology place`` fixes it. Crossings no
+host order avoids are left to the layout rules (and shown in the report's crossing table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from .._megatron.topology import Topology
+from .allocation.rankmap import RankMap
+from .budget import NVLS_LIMIT
+from .communicators import Communicators
+from .crossings import Crossings, distinct_kinds
+from .findings import Finding
+
+__all__ = ["budget_findings", "tier_findings"]
+
+_SEVERITY = {"tp": "error", "etp": "error", "cp": "warning", "ep": "warning"}
+
+
+def _example(topo: Topology, rank_map: RankMap, kind: str, tier: str) -> tuple[int, ...]:
+    labels = rank_map.domain_ids(tier)
+    for group in topo.groups(kind):
+        if len({labels[r] for r in group}) > 1:
+            return group
+    return ()
+
+
+def tier_findings(
+    topo: Topology, rank_map: RankMap, found: Crossings, best: Callable[[], Crossings]
+) -> list[Finding]:
+    """Findings for groups of tp/etp/cp/ep that cross a tier :func:`place` keeps them in.
+
+    ``best`` computes the crossings of the best host order (called only when some cross).
+    """
+    first = distinct_kinds(topo, [k for k in _SEVERITY if k in found.kinds])
+    findings = []
+    placed: Crossings | None = None
+    for tier in found.tiers[1:]:
+        for kind, severity in _SEVERITY.items():
+            if first.get(kind, kind) != kind:
+                continue
+            count = found.count(kind, tier)
+            if not count:
+                continue
+            placed = placed or best()
+            better = placed.count(kind, tier)
+            if better >= count:
+                continue
+            findings.append(
+                Finding(
+                    severity,
+                    f"{kind}-crosses-tier",
+                    f"{count} of {found.groups(kind)} {kind} groups span two or more {tier} "
+                    f"domains in this host order although {better} would with another; "
+                    f"run `topology place` (or topology.place) and give the launcher its "
+                    f"host order",
+                    _example(topo, rank_map, kind, tier),
+                )
+            )
+    return findings
+
+
+def budget_findings(
+    findings: list[Finding],
+    counts: Communicators,
+    nccl_memory: float,
+    nvls: tuple[int, int, bool],
+    nvls_limit: int,
+    domain_name: str,
+) -> list[Finding]:
+    """``findings`` with the memory and NVLS estimate added to the ``communicators`` line, and a
+    ``too-many-nvls-groups`` warning when one domain exceeds ``nvls_limit``."""
+    most = counts.per_rank_max
+    groups, domain, exact = nvls
+    sampled = "" if exact else " (measured on sample domains)"
+    estimate = (
+        f"; about {most * nccl_memory / 1e9:.3g} GB of GPU memory for NCCL on the busiest "
+        f"rank at {nccl_memory / 1e6:.4g} MB per communicator (NVIDIA/nccl#964; give your "
+        f"measured figure as nccl_memory); at most {groups} communicators have two or more "
+        f"ranks in one {domain_name}{sampled}, of {nvls_limit} NVLS multicast groups"
+    )
+    result = [
+        attrs.evolve(f, message=f.message + estimate) if f.code == "communicators" else f
+        for f in findings
+    ]
+    if groups > nvls_limit:
+        result.append(
+            Finding(
+                "warning",
+                "too-many-nvls-groups",
+                f"{domain_name} {domain} holds {groups} communicators with two or more of its "
+                f"ranks{sampled}, more than the {nvls_limit} NVLink SHARP multicast groups of "
+                f"an NVSwitch domain (NVLS_LIMIT {NVLS_LIMIT}); NCCL falls back or fails, so "
+                f"create only the kinds you use or set NCCL_NVLS_ENABLE=0",
+            )
+        )
+    return result
