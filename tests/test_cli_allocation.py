@@ -409,3 +409,16 @@ def test_check_with_allocation(tmp_path: Path) -> None:
             assert again["crossings"]["crossing"][kind][tier] == counts["after"], (kind, tier)
     code, out, err = invoke(*base, "--launcher-order", "lexicographic")
     assert code in (0, 1) and "rack" in out, err
+
+
+def test_check_counts_separate_and_independent_kinds() -> None:
+    """--separate/--independent reach the communicator budget: Topology(16, tp=2, pp=2) has 4
+    dp groups (shared with dp-cp by default) and 8 tp groups, so 12 more communicators."""
+    layout = ("check", "-w", "16", "--tp", "2", "--pp", "2", "--gpus-per-node", "8")
+    plain = run_json(*layout)["communicators"]["strategies"]["all"]
+    apart = run_json(*layout, "--separate", "dp", "--independent", "tp")
+    assert apart["communicators"]["strategies"]["all"] == plain + 4 + 8
+    assert "dp" not in apart["communicators"]["shared"]
+    assert_invalid((*layout, "--separate", "nope"), "unknown kind 'nope'")
+    low = run_json(*layout, "--nvls-limit", "2")
+    assert "too-many-nvls-groups" in {f["code"] for f in low["findings"]}

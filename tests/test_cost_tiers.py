@@ -397,3 +397,19 @@ def test_plan_on_a_rank_map_checks_its_size() -> None:
         plan(64, alloc.rank_map(32), MODELS["llama-7b"])
     with pytest.raises(TopologyError, match="exceeds the allocation's 64 GPUs"):
         plan(128, alloc, MODELS["llama-7b"])
+
+
+def test_hsdp_gradient_reduction_is_priced_shard_then_replica() -> None:
+    """Topology(8, dist_opt_instances=2): dp 8 = 2 replicas x shard groups of 4. With the toy
+    link (latency 0.05 s, 100 units/s) and gradient 500: reduce-scatter and all-gather over 4
+    ranks cost 3 * (0.05 + 125 / 100) = 3.9 s each, the all-reduce of 500 / 4 over 2 replicas
+    2 * 1 * (0.05 + 62.5 / 100) = 1.35 s: 9.15 s, against 2 * 7 * (0.05 + 62.5 / 100) = 9.45 s
+    for one flat all-reduce over 8."""
+    from topology import Cluster, Topology
+    from topology.cost import TOY_GPU, Workload, estimate
+
+    toy = Workload("toy", samples=16, micro_batch=1, compute=20.0, gradient=500.0)
+    hsdp = estimate(Topology(8, dist_opt_instances=2), Cluster(8), toy, TOY_GPU)
+    flat = estimate(Topology(8), Cluster(8), toy, TOY_GPU)
+    assert round(hsdp.comm("dp"), 9) == 9.15
+    assert round(flat.comm("dp"), 9) == 9.45

@@ -284,9 +284,12 @@ def _tensor_parallel(rank: int, world_size: int) -> None:
     assert len(c10d._world.pg_map) - before == dims.groups.communicators
 
 
-def test_hsdp_on_gloo_matches_torchs_meshes() -> None:
-    run_world(4, _hsdp)
+def _hsdp_then_tensor_parallel(rank: int, world_size: int) -> None:
+    _hsdp(rank, world_size)
+    _tensor_parallel(rank, world_size)
 
 
-def test_tensor_parallel_with_fsdp_on_gloo_matches_torchs_meshes() -> None:
-    run_world(4, _tensor_parallel)
+def test_hsdp_and_tensor_parallel_on_gloo_match_torchs_meshes() -> None:
+    """FSDP2 with HSDP (2 x 2), then DTensor tp 2 with FSDP2 over dp_shard 2, in one 4-rank
+    world (one spawn for both: it is the slow part): the same losses as on torch's meshes."""
+    run_world(4, _hsdp_then_tensor_parallel)

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from .._preflight.allocation.rankmap import RankMap
+from .._preflight.budget import NVLS_LIMIT
 from .._preflight.check import check
 from .._preflight.cluster import Cluster
 from .allocation_args import (
@@ -29,6 +30,7 @@ from .common import (
     use_color,
     write_json,
 )
+from .completion import kind_names, with_completer
 from .text import terminal_width
 
 __all__ = ["register", "run"]
@@ -61,6 +63,28 @@ def register(subparsers: Any) -> None:
         help="warn when one rank joins more distinct communicators (default 32)",
     )
     parser.add_argument(
+        "--nvls-limit",
+        dest="nvls_limit",
+        type=int_type("nvls_limit"),
+        action=Once,
+        default=NVLS_LIMIT,
+        metavar="N",
+        help=f"NVLS multicast groups one NVLink domain holds (default {NVLS_LIMIT})",
+    )
+    for flag, meaning in (
+        ("--separate", "never shares a communicator with an equal rank set (for overlap)"),
+        ("--independent", "gets a second communicator of its own (a separate all-gather group)"),
+    ):
+        action = parser.add_argument(
+            flag,
+            action="append",
+            default=[],
+            metavar="KIND",
+            help=f"a kind that {meaning}, as ProcessGroups.create(... {flag[2:]}=) makes it; "
+            "counted in the communicator budget (repeatable)",
+        )
+        with_completer(action, kind_names)
+    parser.add_argument(
         "--strict", action="store_true", help="exit 1 on warnings too (for CI gates)"
     )
     parser.set_defaults(func=run)
@@ -79,7 +103,14 @@ def run(args: argparse.Namespace) -> int:
         where = cluster_from_args(args)
     if where is None:  # add_cluster_arguments(required=True) makes this unreachable
         raise CliError("check needs the node size: pass --gpus-per-node G (e.g. 8)")
-    report = check(topo, where, max_communicators=args.max_communicators)
+    report = check(
+        topo,
+        where,
+        max_communicators=args.max_communicators,
+        nvls_limit=args.nvls_limit,
+        separate=args.separate,
+        independent=args.independent,
+    )
     if args.json:
         write_json("check", report.to_dict())
     else:

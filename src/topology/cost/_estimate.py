@@ -14,7 +14,7 @@ from .._megatron.topology import Topology
 from .._preflight.allocation.rankmap import RankMap
 from .._preflight.cluster import Cluster
 from .._preflight.placement import crosses_domains
-from ._collectives import ring_all_gather, ring_all_reduce, send
+from ._collectives import ring_all_gather, ring_all_reduce, send, two_level_all_reduce
 from ._fields import (
     amount,
     as_float,
@@ -200,7 +200,10 @@ def estimate(
     - pp: ``2 (vpp * m + pp - 1)`` sends of ``b * A / (cp * tp)`` (activations forward, gradients
       backward, interleaved chunks cross ``vpp`` times as many stage boundaries);
     - dp: an all-reduce (or reduce-scatter + all-gather, the same cost) of the dense gradients
-      ``G / (tp * pp)`` over dp-cp; edp: of the expert gradients over edp;
+      ``G / (tp * pp)`` over dp-cp; with replicate x shard data parallelism (a ``dp-replicate``
+      kind: HSDP), a reduce-scatter and an all-gather over each shard group (``intra-dp-cp``,
+      ``s`` ranks) on its own link and an all-reduce of ``G / (tp * pp * s)`` across the
+      replicas on theirs; edp: of the expert gradients over edp;
     - bubble ``(pp - 1) / vpp`` times one micro-batch's compute, tp, cp and ep time.
 
     Links. On a :class:`Cluster` a dimension uses ``hardware.intra`` iff every group of its
@@ -308,6 +311,8 @@ class _Pricing:
     links: dict[str, Link | None]
     names: dict[str, str]
     all_reduce: Callable[[str, int, float], float]
+    kind_link: Callable[[str], Link]
+    """The link one kind's groups are priced on (the slowest any of them crosses)."""
 
 
 def _sizes(t: Topology) -> dict[str, int]:
@@ -329,7 +334,9 @@ def _on_cluster(t: Topology, cluster: Cluster, hardware: Hardware) -> _Pricing:
         return 0.0 if link is None else ring_all_reduce(link, n, payload)
 
     names = {name: _LINK_NAMES[leaves] for name, leaves in crossing.items()}
-    return _Pricing(links, names, reduce)
+    return _Pricing(
+        links, names, reduce, lambda kind: hardware.link(crosses_domains(t, cluster, kind))
+    )
 
 
 def _on_rank_map(
@@ -349,7 +356,23 @@ def _on_rank_map(
         links={name: None if r is None else r.level.link for name, r in routes.items()},
         names={name: "none" if r is None else r.level.name for name, r in routes.items()},
         all_reduce=reduce,
+        kind_link=lambda kind: _route_link(tiers, t, kind, hardware),
     )
+
+
+def _route_link(tiers: Tiers, t: Topology, kind: str, hardware: Hardware) -> Link:
+    route = tiers.route(t, kind)
+    return hardware.intra if route is None else route.level.link
+
+
+def _hsdp(t: Topology, pricing: _Pricing, gradient: float) -> float:
+    """Gradient reduction of replicate x shard data parallelism (HSDP, Megatron's distributed
+    optimizer instances): reduce-scatter and all-gather inside each shard group (dp-shard x cp,
+    ``intra-dp-cp``), all-reduce of one shard's ``gradient / s`` across the replicas."""
+    shard = t.size("intra-dp-cp")
+    inner = pricing.kind_link("intra-dp-cp")
+    outer = pricing.kind_link("dp-replicate")
+    return two_level_all_reduce(inner, outer, shard, t.size("dp-replicate"), gradient)
 
 
 def _estimate(
@@ -385,7 +408,11 @@ def _estimate(
         comm["pp"] = 2 * (vpp * m + pp - 1) * send(link, shard)
     comm["dp"] = 0.0
     if links["dp"] is not None and work.gradient:
-        comm["dp"] = reduce("dp", dp * cp, work.gradient / (tp * pp))
+        gradient = work.gradient / (tp * pp)
+        if "dp-replicate" in t.kinds:
+            comm["dp"] = _hsdp(t, pricing, gradient)
+        else:
+            comm["dp"] = reduce("dp", dp * cp, gradient)
     comm["edp"] = 0.0
     if links["edp"] is not None and work.expert_gradient:
         comm["edp"] = reduce("edp", t.edp, work.expert_gradient / (etp * ep * pp))
