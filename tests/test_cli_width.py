@@ -21,6 +21,7 @@ from topology._cli.main import main
 from topology.strategies import topologies
 
 WIDTHS = (80, 120)
+RAGGED = str(Path(__file__).parent / "data" / "allocation" / "cli" / "ragged_nvl72.toml")
 _BOX = "┌┐└┘│─"
 
 CASES = (
@@ -32,6 +33,14 @@ CASES = (
     ("check", "-w", "4096", "--tp", "8", "--pp", "4", "--order", "dp-tp-cp-ep-pp",
      "--gpus-per-node", "8", "--nodes", "512"),
     ("check", "-w", "4096", "--tp", "8", "--pp", "4", "--gpus-per-node", "8", "--nodes", "512"),
+    ("check", "-w", "256", "--tp", "8", "--pp", "4", "--allocation", RAGGED,
+     "--launcher-order", "lexicographic"),
+    ("place", "-w", "256", "--tp", "8", "--pp", "4", "--allocation", RAGGED,
+     "--launcher-order", "lexicographic"),
+    ("place", "-w", "256", "--tp", "4", "--ep", "8", "--etp", "1", "--pp", "4",
+     "--allocation", RAGGED, "--launcher-order", "lexicographic"),
+    ("show", "-w", "256", "--tp", "8", "--pp", "4", "--allocation", RAGGED,
+     "--launcher-order", "lexicographic"),
     ("simulate", "--scenario", "all"),
     ("simulate", "--scenario", "1d"),
     ("simulate", "-w", "64", "--tp", "8", "--pp", "2", "--gpus-per-node", "8"),

@@ -11,7 +11,7 @@ import shutil
 import textwrap
 from collections.abc import Sequence
 
-__all__ = ["MIN_WIDTH", "fold", "table", "terminal_width", "wrap"]
+__all__ = ["LONG_WORD", "MIN_WIDTH", "breakable", "fold", "table", "terminal_width", "wrap"]
 
 MIN_WIDTH = 40
 """The narrowest width text is laid out for, whatever the terminal says."""
@@ -29,15 +29,33 @@ def terminal_width() -> int:
     return max(MIN_WIDTH, shutil.get_terminal_size((80, 24)).columns)
 
 
+LONG_WORD = 24
+"""A word longer than this (a host list, rank ranges) is written with a space after each comma,
+at every width, so that it wraps at its commas and reads the same in any terminal."""
+
+
+def breakable(text: str) -> str:
+    """``text`` with a space after each comma of any word longer than :data:`LONG_WORD`.
+
+    >>> breakable("hosts node[1-2,9-10,19-20,27-28] n[1,2]")
+    'hosts node[1-2, 9-10, 19-20, 27-28] n[1,2]'
+    """
+    return " ".join(
+        word.replace(",", ", ") if len(word) > LONG_WORD else word for word in text.split(" ")
+    )
+
+
 def wrap(text: str, width: int, indent: str = "", hang: str = "") -> list[str]:
     """``text`` wrapped between words into lines of at most ``width`` columns.
 
     The first line starts with ``indent``, the others with ``hang``; runs of spaces inside a
-    line are kept, and a word longer than a line stays whole (it is never split).
+    line are kept. A long comma list is written with spaces after its commas
+    (:func:`breakable`), so it wraps there; any other word stays whole (it is never split).
 
     >>> wrap("ERROR world-size-mismatch: world_size 16 does not match", 30, hang="      ")
     ['ERROR world-size-mismatch:', '      world_size 16 does not', '      match']
     """
+    text = breakable(text)
     lines = textwrap.wrap(
         text,
         width,
@@ -120,7 +138,7 @@ def table(
     aligns = [align[i] if i < len(align) else "<" for i in range(columns)]
     allowed = set(range(columns) if wrap_columns is None else wrap_columns)
     wrappable = [i in allowed for i in range(columns)]
-    everything = [list(header), *cells]
+    everything = [list(header), *[[breakable(cell) for cell in row] for row in cells]]
     natural = [max(len(row[i]) for row in everything) for i in range(columns)]
     floor = [
         max(max((len(w) for w in row[i].split()), default=0) for row in everything)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from .._megatron.topology import Topology
 from .crossings import distinct_kinds
+from .placement import shape_of
 
 __all__ = ["DOMAIN_SAMPLE", "NCCL_MEMORY", "NVLS_LIMIT", "nvls_groups", "nvls_groups_sampled"]
 
@@ -38,6 +39,14 @@ DOMAIN_SAMPLE = 1 << 12
 """A sampled domain is measured on at most this many of its ranks."""
 
 
+def _identity(topo: Topology, kind: str, index: int, by_ranks: bool) -> object:
+    """What makes a group one communicator: its ranks where an irregular kind may repeat another
+    kind's group (and the group is small enough to list), else its kind and index."""
+    if by_ranks and topo.size(kind) <= DOMAIN_SAMPLE:
+        return tuple(topo.groups(kind)[index])
+    return (kind, index)
+
+
 def _communicator_kinds(topo: Topology) -> list[str]:
     """One kind per distinct rank-set family, skipping kinds whose groups are single ranks."""
     first = distinct_kinds(topo, topo.kinds)
@@ -46,18 +55,21 @@ def _communicator_kinds(topo: Topology) -> list[str]:
 
 def nvls_groups(topo: Topology, domain_of: Sequence[int]) -> tuple[int, int, bool]:
     """The most communicators with two or more ranks in one NVLink domain, that domain's label,
-    and True (exact): every group of every kind is measured.
+    and True (exact): every group of every kind is measured, and equal rank sets (an
+    ``intra-dp-cp`` chunk that is also a cp group) are one communicator, as the adapter makes them.
 
     ``domain_of[r]`` labels the NVLink domain of global rank ``r`` (``rank_offset`` included).
     """
-    per_domain: Counter[int] = Counter()
+    per_domain: dict[int, set[tuple[int, ...]]] = {}
     for kind in _communicator_kinds(topo):
         for group in topo.groups(kind):
             counts = Counter(domain_of[r] for r in group)
-            per_domain.update(d for d, n in counts.items() if n > 1)
+            for domain, n in counts.items():
+                if n > 1:
+                    per_domain.setdefault(domain, set()).add(tuple(group))
     if not per_domain:
         return 0, domain_of[topo.rank_offset], True
-    domain, most = min(per_domain.items(), key=lambda item: (-item[1], item[0]))
+    domain, most = min(((d, len(g)) for d, g in per_domain.items()), key=lambda i: (-i[1], i[0]))
     return most, domain, True
 
 
@@ -74,17 +86,21 @@ def nvls_groups_sampled(
     best = (-1, 0)
     end = topo.rank_offset + topo.world_size
     kinds = _communicator_kinds(topo)
+    by_ranks = any(shape_of(topo, kind) is None for kind in kinds)
     for domain in domains:
         start = max(domain * domain_size, topo.rank_offset)
         stop = min((domain + 1) * domain_size, end, start + DOMAIN_SAMPLE)
-        seen = 0
+        found: set[object] = set()
         for kind in kinds:
             members: Counter[int] = Counter(
                 topo.group_index(rank, kind)
                 for rank in range(start, stop)
                 if topo.has_group(rank, kind)
             )
-            seen += sum(1 for n in members.values() if n > 1)
+            found.update(
+                _identity(topo, kind, index, by_ranks) for index, n in members.items() if n > 1
+            )
+        seen = len(found)
         if seen > best[0]:
             best = (seen, domain)
     return max(best[0], 0), best[1], False
