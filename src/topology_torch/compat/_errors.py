@@ -19,7 +19,17 @@ from typing import TypeVar
 
 from topology import TopologyError
 
-__all__ = ["FacadeAssertionError", "FacadeRuntimeError", "NotInitializedError", "as_assertion"]
+from .. import _default
+from .._default import Owner
+from .._process_groups import ProcessGroups
+
+__all__ = [
+    "FacadeAssertionError",
+    "FacadeRuntimeError",
+    "NotInitializedError",
+    "as_assertion",
+    "owned_groups",
+]
 
 T = TypeVar("T")
 
@@ -44,3 +54,12 @@ def as_assertion(call: Callable[[], T]) -> T:
         raise
     except TopologyError as error:
         raise FacadeAssertionError(str(error)) from error
+
+
+def owned_groups(owner: Owner) -> ProcessGroups:
+    """The default process groups ``owner``'s façade made; a :class:`NotInitializedError` (the
+    peer's ``AssertionError``) naming the fix when it made none, or another façade did."""
+    try:
+        return _default.owned(owner)
+    except TopologyError as error:
+        raise NotInitializedError(str(error)) from None

@@ -41,11 +41,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from topology import Topology, TopologyError
+from topology import Topology
 
 from .. import _default
 from .._process_groups import ProcessGroups, require_initialized
-from ._errors import FacadeAssertionError, NotInitializedError, as_assertion
+from ._errors import FacadeAssertionError, NotInitializedError, as_assertion, owned_groups
 from ._megatron_globals import View, group_view, ranks_view
 
 __all__ = [
@@ -286,13 +286,7 @@ def tensor_parallel_is_initialized() -> bool:
 
 
 def _groups() -> ProcessGroups:
-    groups = _default.held_by(OWNER)
-    if groups is None:
-        try:
-            return _default.owned(OWNER)
-        except TopologyError as error:
-            raise NotInitializedError(str(error)) from None
-    return groups
+    return owned_groups(OWNER)
 
 
 def get_tensor_parallel_group() -> Any:

@@ -49,7 +49,7 @@ from ..layers import (
     VocabParallelEmbedding,
     _initialize_affine_weight,
 )
-from ._errors import NotInitializedError, as_assertion
+from ._errors import as_assertion, owned_groups
 
 __all__ = [
     "ColumnParallelLinear",
@@ -144,13 +144,7 @@ def destroy_model_parallel() -> None:
 
 
 def _groups() -> ProcessGroups:
-    groups = _default.held_by(OWNER)
-    if groups is None:
-        try:
-            return _default.owned(OWNER)
-        except TopologyError as error:
-            raise NotInitializedError(str(error)) from None
-    return groups
+    return owned_groups(OWNER)
 
 
 def get_model_parallel_group() -> Any:

@@ -26,7 +26,7 @@ from .. import _default
 from .._process_groups import ProcessGroups, refuse
 from . import _megatron_install as _install
 from . import _megatron_options as _options
-from ._errors import FacadeAssertionError, FacadeRuntimeError, NotInitializedError
+from ._errors import FacadeAssertionError, FacadeRuntimeError, NotInitializedError, owned_groups
 from ._megatron_globals import GLOBALS
 from ._megatron_rank_generator import RankGenerator, generate_masked_orthogonal_rank_groups
 
@@ -513,13 +513,7 @@ def has_separate_all_gather_group() -> bool:
 
 
 def _groups() -> ProcessGroups:
-    groups = _default.held_by(OWNER)
-    if groups is None:
-        try:
-            _default.owned(OWNER)
-        except TopologyError as error:
-            raise NotInitializedError(str(error)) from None
-    return cast(ProcessGroups, groups)
+    return owned_groups(OWNER)
 
 
 def _group(kind: str, check_initialized: bool = True) -> Any:
