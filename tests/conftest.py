@@ -7,7 +7,9 @@ random run (``@seed(...)``) and a reproduction blob, so a failure found in dev c
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 try:
     from hypothesis import HealthCheck, Phase, settings
@@ -42,3 +44,44 @@ else:
     )
     default = "ci" if os.environ.get("CI", "").lower() == "true" else "dev"
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", default))
+
+
+# -- the mutation run ----------------------------------------------------------------------------
+
+# Where mutmut keeps what it measured; mutmut runs the tests from inside mutants/, so this is
+# mutants/mutmut-stats.json of the repository.
+MUTMUT_STATS = "mutmut-stats.json"
+
+
+_durations: dict[str, float] = {}
+
+
+def _measured_durations() -> dict[str, float]:
+    """Seconds per test id from mutmut's stats, read once they exist (forked runs inherit them)."""
+    if not _durations:
+        try:
+            with open(MUTMUT_STATS, encoding="utf-8") as stats:
+                _durations.update(json.load(stats).get("duration_by_test", {}))
+        except (OSError, ValueError):
+            pass
+    return _durations
+
+
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    """Under the ``mutation`` profile: fastest tests first, none above the profile's examples.
+
+    mutmut stops at a mutant's first failing test, so running the tests it picked in order of
+    their measured duration kills most mutants in the cheap tests. Tests that ask for more
+    examples than the profile (``@settings(max_examples=60)``) are cut down to it, so a surviving
+    mutant costs the same few examples in every test.
+    """
+    if os.environ.get("HYPOTHESIS_PROFILE") != "mutation":
+        return
+    durations = _measured_durations()
+    items.sort(key=lambda item: durations.get(item.nodeid, 0.0))
+    cap = settings().max_examples
+    for item in items:
+        test = getattr(item, "obj", None)
+        chosen = getattr(test, "_hypothesis_internal_use_settings", None)
+        if chosen is not None and chosen.max_examples > cap:
+            test._hypothesis_internal_use_settings = settings(chosen, max_examples=cap)  # type: ignore[union-attr]

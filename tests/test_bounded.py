@@ -7,7 +7,7 @@ import tracemalloc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology import Cluster, Topology, check
+from topology import AxisGroups, Cluster, Topology, check
 
 BIG = 1 << 40
 REPR_LIMIT = 2000
@@ -120,13 +120,15 @@ def huge_topologies(draw: st.DrawFn) -> Topology:
 @settings(max_examples=25, deadline=None)
 @given(huge_topologies(), st.sampled_from([1, 4, 8, 72, 1 << 20]))
 def test_every_repr_is_short_at_any_world_size(topo: Topology, gpus: int) -> None:
-    """Topology, grids, groups, RankInfo, Pipeline, Report, findings and rows repr < 2000."""
+    """Topology, grids, AxisGroups, groups, RankInfo, Pipeline, Report, findings, rows: < 2000."""
     last = topo.rank_offset + topo.world_size - 1
     report = check(topo, Cluster(gpus, nvlink_domain=None if gpus > 8 else 72))
     objects: list[object] = [topo, topo.dense, topo.expert, report, report.cluster]
     objects += [topo.groups(kind) for kind in topo.kinds]
     objects += [topo.rank_info(last), topo.pipeline(last), report.communicators]
     objects += [*report.findings, *report.placements]
+    every_axis_set = AxisGroups(topo.dense, kinds=["-".join(topo.dense.axes), *topo.dense.axes])
+    objects += [every_axis_set, every_axis_set.groups("-".join(topo.dense.axes))]
     for value in objects:
         assert len(repr(value)) < REPR_LIMIT, type(value).__name__
 

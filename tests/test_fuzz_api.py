@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from topology import (
     Allocation,
+    AxisGroups,
     Cluster,
     DerivedGroups,
     Finding,
@@ -240,6 +241,30 @@ def test_grid_queries(pair: tuple[Grid, Any], axes: list[Any], coord: dict[str, 
     attempt(grid.rank, **coord)
     attempt(grid.size, *axes)
     attempt(grid.index_in_group, rank, *axes)
+
+
+KIND_ARGS = mostly(st.sampled_from([*GRID_AXES, "dp-tp", "x-pp-dp", "tp-tp", ""]))
+
+
+@FUZZ
+@given(
+    grids(max_world_size=64, axis_names=GRID_AXES).flatmap(
+        lambda g: st.tuples(mostly(st.just(g)), mostly(ranks(g)))
+    ),
+    mostly(st.none() | st.lists(KIND_ARGS, max_size=4)),
+    KIND_ARGS,
+)
+def test_axis_groups(pair: tuple[Any, Any], kinds: Any, kind: Any) -> None:
+    """AxisGroups(grid, kinds) and every query with any grid, kinds, rank and kind."""
+    grid, rank = pair
+    layout = attempt(AxisGroups, grid) if kinds is None else attempt(AxisGroups, grid, kinds)
+    exercise(layout)
+    if layout is None:
+        return
+    for query in (layout.kind, layout.size, layout.groups):
+        attempt(query, kind)
+    for lookup in (layout.group_of, layout.local_rank, layout.locate, layout.has_group):
+        attempt(lookup, rank, kind)
 
 
 # -- topology: Topology ---------------------------------------------------------------------------

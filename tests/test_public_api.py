@@ -8,6 +8,7 @@ from topology import strategies
 EXPECTED = [
     "Allocation",
     "Arrangement",
+    "AxisGroups",
     "Cluster",
     "Crossings",
     "Finding",

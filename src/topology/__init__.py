@@ -9,10 +9,11 @@ Standard library and attrs only; no torch. See :class:`Topology` and :class:`Gri
 """
 
 from ._errors import TopologyError
+from ._layout.axis_groups import AxisGroups
 from ._layout.grid import Grid
 from ._layout.groups import DerivedGroups, GroupList, OrthogonalGroups  # noqa: F401 (kept importable)
 from ._layout.hierarchy import hierarchical_groups
-from ._megatron.kinds import Kind
+from ._layout.kind import Kind
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
 from ._megatron.topology import Topology
@@ -35,6 +36,7 @@ from ._preflight.report import Report
 __all__ = [
     "Allocation",
     "Arrangement",
+    "AxisGroups",
     "Cluster",
     "Crossings",
     "Finding",

@@ -25,12 +25,14 @@ from typing import Any, Literal, cast
 
 import attrs
 
-from topology import Topology, TopologyError
+from topology import AxisGroups, Grid, Topology, TopologyError
 
 __all__ = [
+    "DEFAULT_GLOO",
     "Action",
     "Channel",
     "Key",
+    "Layout",
     "Settings",
     "global_plan",
     "key_of",
@@ -40,6 +42,10 @@ __all__ = [
 ]
 
 Action = Literal["new", "same", "single", "world", "absent"]
+Layout = Topology | AxisGroups
+"""What groups can be made of: Megatron's kinds of a Topology, or a Grid's axis sets."""
+DEFAULT_GLOO = ("dp-cp",)
+"""``gloo``'s default: a Topology's ``dp-cp`` gets a gloo companion; an AxisGroups' kinds none."""
 Key = tuple[tuple[int, ...], str | None, timedelta | None, int | str, int | None]
 
 
@@ -72,7 +78,7 @@ class Channel:
         )
 
 
-def _kind_names(topology: Topology, names: object, argument: str) -> tuple[str, ...]:
+def _kind_names(topology: Layout, names: object, argument: str) -> tuple[str, ...]:
     if isinstance(names, str):
         raise TopologyError(
             f"{argument} must be a sequence of kinds, got the string {names!r}; "
@@ -95,7 +101,7 @@ def _kind_names(topology: Topology, names: object, argument: str) -> tuple[str, 
     return tuple(k for k in topology.kinds if k in chosen)
 
 
-def _kind_name(topology: Topology, name: object) -> str | None:
+def _kind_name(topology: Layout, name: object) -> str | None:
     """The canonical name of kind ``name`` of ``topology`` (Megatron names work), else None."""
     if not isinstance(name, str):
         return None
@@ -124,7 +130,7 @@ def _check_timeout(value: object) -> None:
         )
 
 
-def _per_kind(topology: Topology, value: object, argument: str) -> tuple[object, dict[str, object]]:
+def _per_kind(topology: Layout, value: object, argument: str) -> tuple[object, dict[str, object]]:
     """Split ``value`` (one setting or a ``{kind: setting}`` mapping) into (default, overrides)."""
     if isinstance(value, Mapping):
         overrides = {}
@@ -144,7 +150,7 @@ def _per_kind(topology: Topology, value: object, argument: str) -> tuple[object,
 class Settings:
     """Everything that decides which communicators exist; equal on every rank (SPMD)."""
 
-    topology: Topology
+    topology: Layout
     world_size: int  # of the default group
     default_backend: str
     channels: tuple[Channel, ...]
@@ -153,7 +159,7 @@ class Settings:
     @classmethod
     def build(
         cls,
-        topology: Topology,
+        topology: Layout | Grid,
         *,
         world_size: int,
         default_backend: str,
@@ -161,7 +167,7 @@ class Settings:
         backend: str | None = None,
         backends: Mapping[str, str | None] | None = None,
         timeout: timedelta | Mapping[str, timedelta] | None = None,
-        gloo: Iterable[str] | None = ("dp-cp",),
+        gloo: Iterable[str] | None = DEFAULT_GLOO,
         independent: Iterable[str] = (),
         separate: Iterable[str] = (),
         pg_options: Mapping[str, Any] | None = None,
@@ -174,11 +180,16 @@ class Settings:
         ``world_timeout`` is the default group's (a group of every rank with that timeout and
         the default backend *is* the default group).
         """
-        if not isinstance(topology, Topology):
+        if isinstance(topology, Grid):
+            topology = AxisGroups(topology)
+        if not isinstance(topology, Topology | AxisGroups):
             raise TopologyError(
-                f"topology must be a topology.Topology, got {type(topology).__name__}; "
-                "build one with Topology(world_size, tp=..., pp=...)"
+                f"topology must be a topology.Topology, Grid or AxisGroups, got "
+                f"{type(topology).__name__}; build one with Topology(world_size, tp=..., pp=...) "
+                "or Grid.from_sizes(pipe=..., data=...)"
             )
+        if gloo is DEFAULT_GLOO and isinstance(topology, AxisGroups):
+            gloo = ()
         last = topology.rank_offset + topology.world_size
         if last > world_size:
             raise TopologyError(
@@ -313,7 +324,7 @@ def global_plan(settings: Settings) -> Iterator[tuple[Channel, tuple[int, ...]]]
         done.append(channel)
 
 
-def _holds(topology: Topology, kind: str, ranks: tuple[int, ...]) -> bool:
+def _holds(topology: Layout, kind: str, ranks: tuple[int, ...]) -> bool:
     """Whether ``ranks`` is a group of ``kind`` (in any position of its sequence)."""
     return topology.has_group(ranks[0], kind) and topology.group_of(ranks[0], kind) == ranks
 

@@ -6,7 +6,8 @@ position in its group of that kind (mixed radix over the kind's axes, innermost 
 axis not named keeps this rank's coordinate. No new communicator is made: the mesh is built with
 ``DeviceMesh.from_group`` over the groups we already hold.
 
-What a dimension spans is the core's :meth:`topology.Topology.kind`: its grid and its axes. This
+What a dimension spans is the core's ``kind`` (:meth:`topology.Topology.kind` or
+:meth:`topology.AxisGroups.kind`): its grid and its axes. This
 module needs only what :class:`Groups` describes, so it does not import ``_process_groups``
 (which imports it).
 """
@@ -19,7 +20,7 @@ from typing import Any, Protocol
 import torch
 from torch.distributed.device_mesh import DeviceMesh
 
-from topology import Grid, Kind, Topology, TopologyError
+from topology import AxisGroups, Grid, Kind, Topology, TopologyError
 
 __all__ = ["Groups", "device_mesh"]
 
@@ -28,7 +29,7 @@ class Groups(Protocol):
     """What a mesh needs of a :class:`~topology_torch.ProcessGroups`."""
 
     @property
-    def topology(self) -> Topology: ...
+    def topology(self) -> Topology | AxisGroups: ...
 
     @property
     def global_rank(self) -> int: ...
@@ -36,17 +37,18 @@ class Groups(Protocol):
     def group(self, kind: str) -> Any: ...
 
 
-def _kind_of(topology: Topology, dim: str) -> Kind:
+def _kind_of(topology: Topology | AxisGroups, dim: str) -> Kind:
     """The kind of a mesh dimension; only kinds that are a set of grid axes qualify."""
     try:
         kind = topology.kind(dim)
     except TopologyError:
         kind = None
     if kind is None or kind.grid is None:
-        raise TopologyError(
-            f"mesh dimension {dim!r} is not an axis kind; use tp, cp, dp, pp, etp, ep, edp or a "
-            "combination such as 'dp-cp'"
-        )
+        if isinstance(topology, AxisGroups):
+            hint = f"one of {', '.join(topology.kinds)}"
+        else:
+            hint = "tp, cp, dp, pp, etp, ep, edp or a combination such as 'dp-cp'"
+        raise TopologyError(f"mesh dimension {dim!r} is not an axis kind; use {hint}")
     return kind
 
 
@@ -69,7 +71,7 @@ def device_mesh(groups: Groups, dims: tuple[str, ...], device_type: str | None) 
     flat = [a for kind in kinds for a in kind.axes]
     if len(set(flat)) != len(flat):
         raise TopologyError(f"device_mesh dims {dims!r} repeat an axis; name each axis once")
-    grids = (g for g in (topology.dense, topology.expert) if g is not None)
+    grids = dict.fromkeys(kind.grid for kind in kinds if kind.grid is not None)
     grid = next((g for g in grids if all(_fits(kind, g) for kind in kinds)), None)
     if grid is None:
         raise TopologyError(

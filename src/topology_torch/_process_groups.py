@@ -1,4 +1,4 @@
-"""ProcessGroups: a Topology's groups as torch.distributed process groups."""
+"""ProcessGroups: a Topology's (or any Grid's) groups as torch.distributed process groups."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.distributed_c10d import default_pg_timeout
 
-from topology import Topology, TopologyError
+from topology import Grid, TopologyError
 
 from . import _mesh, _world_mesh
 from ._agreement import DEFAULT_ARRIVAL, Proposal, agree, arrival_deadline, barrier, fingerprint
@@ -25,7 +25,7 @@ from ._creation import (
     create_split,
     resolve_strategy,
 )
-from ._creation_plan import Channel, Settings, key_of, local_plan, shown
+from ._creation_plan import DEFAULT_GLOO, Channel, Layout, Settings, key_of, local_plan, shown
 
 __all__ = ["ProcessGroups", "describe", "join", "refuse", "require_initialized"]
 
@@ -172,7 +172,8 @@ def _new_world_groups(plan: list[Any], registry: Registry) -> None:
 
 
 class ProcessGroups:
-    """The torch process groups of one :class:`~topology.Topology`, as seen by this rank.
+    """The torch process groups of one :class:`~topology.Topology` (or any
+    :class:`~topology.Grid`, through :class:`~topology.AxisGroups`), as seen by this rank.
 
     Build it with :meth:`create`. Identical rank sets share one communicator (with cp=1 the
     ``dp-cp`` group *is* the ``dp`` group), a group equal to the whole default group (with its
@@ -184,6 +185,13 @@ class ProcessGroups:
     >>> import torch.distributed as dist  # doctest: +SKIP
     >>> groups = ProcessGroups.create(Topology(dist.get_world_size(), tp=2))  # doctest: +SKIP
     >>> dist.all_reduce(x, group=groups.group("tp"))  # doctest: +SKIP
+
+    DeepSpeed's way, any axis names: a Grid's kinds are its axes and the sets of them asked for.
+
+    >>> grid = Grid.from_sizes(pipe=2, data=2, model=2)  # doctest: +SKIP
+    >>> layout = AxisGroups(grid, kinds=("data", "pipe", "model-pipe"))  # doctest: +SKIP
+    >>> groups = ProcessGroups.create(layout)  # doctest: +SKIP
+    >>> groups.group("pipe-model"), groups.device_mesh("pipe", "data")  # doctest: +SKIP
     """
 
     def __init__(
@@ -208,13 +216,13 @@ class ProcessGroups:
     @classmethod
     def create(
         cls,
-        topology: Topology,
+        topology: Layout | Grid,
         *,
         kinds: Iterable[str] | None = None,
         backend: str | None = None,
         backends: Mapping[str, str | None] | None = None,
         timeout: timedelta | Mapping[str, timedelta] | None = None,
-        gloo: Iterable[str] = ("dp-cp",),
+        gloo: Iterable[str] = DEFAULT_GLOO,
         strategy: str = "auto",
         arrival_timeout: timedelta | None = None,
         independent: Iterable[str] = (),
@@ -238,13 +246,17 @@ class ProcessGroups:
         ``agree=False`` skips all of this (see below).
 
         Args:
-            topology: the layout; its ranks are global ranks of the default group.
+            topology: the layout; its ranks are global ranks of the default group. A
+                :class:`~topology.Topology` offers Megatron's kinds; a :class:`~topology.Grid`
+                offers each of its axes, and :class:`~topology.AxisGroups` any sets of axes
+                (``"pipe-model"``), under your own axis names.
             kinds: the kinds to create (default: all of ``topology.kinds``; Megatron names work).
             backend: backend of every group (default: the default group's).
             backends: per-kind backends, e.g. ``{"pp": "gloo"}``.
             timeout: one ``timedelta`` or a ``{kind: timedelta}`` mapping.
             gloo: kinds that also get a gloo companion group (Megatron's distributed optimizer
-                wants one for ``dp-cp``); a gloo group is its own companion.
+                wants one for ``dp-cp``); a gloo group is its own companion. The default is
+                ``("dp-cp",)`` for a Topology and none for a Grid or AxisGroups.
             strategy: ``"local"``: each rank calls ``new_group(use_local_synchronization=True)``
                 once per distinct group it belongs to (calls do not grow with the world);
                 ``"all"``: every rank calls ``new_group`` for every distinct group in one global
@@ -356,7 +368,7 @@ class ProcessGroups:
     # -- accessors ----------------------------------------------------------------------------
 
     @property
-    def topology(self) -> Topology:
+    def topology(self) -> Layout:
         """The layout these groups realise."""
         return self._settings.topology
 
@@ -386,9 +398,13 @@ class ProcessGroups:
         return len({id(g) for g in self._registry.owned})
 
     def has_group(self, kind: str) -> bool:
-        """Whether this rank belongs to a group of ``kind`` (only embedding kinds can say no)."""
+        """Whether this rank belongs to a group of ``kind``: only embedding kinds, and ranks
+        outside a layout that does not cover the whole default group, can say no."""
         self._channel(kind, gloo=False)
-        return self.topology.has_group(self._rank, kind)
+        layout = self.topology
+        if not layout.rank_offset <= self._rank < layout.rank_offset + layout.world_size:
+            return False
+        return layout.has_group(self._rank, kind)
 
     def group(self, kind: str) -> Any:
         """This rank's torch group of ``kind`` (a Megatron name such as ``"mp"`` works too).

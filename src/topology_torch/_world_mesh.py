@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
-from topology import Topology, TopologyError
+from topology import AxisGroups, Topology, TopologyError
 
 __all__ = ["VERIFIED_TORCH", "Groups", "sliced", "world_mesh"]
 
@@ -48,7 +48,7 @@ class Groups(Protocol):
     """What a world mesh needs of a :class:`~topology_torch.ProcessGroups`."""
 
     @property
-    def topology(self) -> Topology: ...
+    def topology(self) -> Topology | AxisGroups: ...
 
     @property
     def global_rank(self) -> int: ...
@@ -98,7 +98,7 @@ def _check_root(root: DeviceMesh) -> None:
             )
 
 
-def _grid(topology: Topology, me: int, dims: Sequence[str]) -> torch.Tensor:
+def _grid(topology: Topology | AxisGroups, me: int, dims: Sequence[str]) -> torch.Tensor:
     """The ranks reachable from ``me`` along ``dims``' groups, placed by position in each group.
 
     Raises:

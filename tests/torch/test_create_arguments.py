@@ -64,7 +64,10 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ),
     ({"timeout": {"tp": timedelta(0)}}, r"^timeout must be a positive datetime.timedelta "),
     ({"timeout": 30}, r"^timeout must be a positive datetime.timedelta .*got 30; e.g. "),
-    ({"topology": "tp2"}, r"^topology must be a topology.Topology, got str; build one with "),
+    (
+        {"topology": "tp2"},
+        r"^topology must be a topology.Topology, Grid or AxisGroups, got str; build one with ",
+    ),
     ({"strategy": "fast"}, r"^strategy 'fast' is not known; use one of 'auto', 'all', "),
     ({"strategy": ["local"]}, r"^strategy \['local'\] is not known; use one of "),
     ({"strategy": "split"}, r"^strategy 'split' needs an NCCL default group bound to a device"),

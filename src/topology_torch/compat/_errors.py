@@ -4,7 +4,7 @@ Each one is a :class:`topology.TopologyError` (so ``except TopologyError`` catch
 this library) and also the class the peer raises, so the peer's callers and tests, written
 against ``AssertionError`` or ``RuntimeError``, keep working unchanged.
 
->>> from topology import TopologyError
+>>> from topology import Topology, TopologyError
 >>> try:
 ...     raise NotInitializedError("tensor parallel is not initialized; call initialize first")
 ... except AssertionError as error:
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from topology import TopologyError
+from topology import Topology, TopologyError
 
 from .. import _default
 from .._default import Owner
@@ -63,3 +63,12 @@ def owned_groups(owner: Owner) -> ProcessGroups:
         return _default.owned(owner)
     except TopologyError as error:
         raise NotInitializedError(str(error)) from None
+
+
+def topology_of(groups: ProcessGroups) -> Topology:
+    """The Topology ``groups`` were made from; a ``TopologyError`` for groups of a Grid, which
+    have none of Megatron's settings (distributed-optimizer instances, virtual stages)."""
+    layout = groups.topology
+    if not isinstance(layout, Topology):
+        raise TopologyError(f"these groups were made from {layout!r}, and this needs a Topology")
+    return layout

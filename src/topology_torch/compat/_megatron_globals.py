@@ -22,6 +22,7 @@ from typing import Any
 import torch.distributed as dist
 
 from .._process_groups import ProcessGroups
+from ._errors import topology_of
 
 __all__ = ["GLOBALS", "View", "group_view", "ranks_view"]
 
@@ -141,14 +142,14 @@ def _hierarchical(groups: ProcessGroups | None, _: Mapping[str, int | None]) -> 
 def _intra_instance(groups: ProcessGroups | None, overrides: Mapping[str, int | None]) -> Any:
     if groups is None:
         return None
-    if groups.topology.dist_opt_instances == 1:
+    if topology_of(groups).dist_opt_instances == 1:
         return dist.group.WORLD
     return group_view("intra-dist-opt")(groups, overrides)
 
 
 def _vpp_size(groups: ProcessGroups | None, overrides: Mapping[str, int | None]) -> Any:
     value = overrides.get("vpp_size")
-    return value if value is not None or groups is None else groups.topology.vpp
+    return value if value is not None or groups is None else topology_of(groups).vpp
 
 
 GLOBALS: dict[str, View] = {

@@ -39,7 +39,7 @@ import torch.distributed as dist
 from topology import TopologyError
 
 from .. import _default
-from ._errors import FacadeAssertionError
+from ._errors import FacadeAssertionError, topology_of
 
 __all__ = ["install", "is_installed", "uninstall"]
 
@@ -276,7 +276,7 @@ def _facade_arguments(arguments: inspect.BoundArguments) -> dict[str, Any]:
 def _published(state: ModuleType) -> dict[str, Any]:
     """The value of each of Megatron's globals for this rank, from our groups."""
     groups = _default.owned(_the_facade().OWNER)
-    topology = groups.topology
+    topology = topology_of(groups)
     partial = topology.dist_opt_instances > 1
 
     def member(kind: str) -> bool:

@@ -26,7 +26,13 @@ from .. import _default
 from .._process_groups import ProcessGroups, refuse
 from . import _megatron_install as _install
 from . import _megatron_options as _options
-from ._errors import FacadeAssertionError, FacadeRuntimeError, NotInitializedError, owned_groups
+from ._errors import (
+    FacadeAssertionError,
+    FacadeRuntimeError,
+    NotInitializedError,
+    owned_groups,
+    topology_of,
+)
 from ._megatron_globals import GLOBALS
 from ._megatron_rank_generator import RankGenerator, generate_masked_orthogonal_rank_groups
 
@@ -542,12 +548,12 @@ def _dp_kind(with_context_parallel: bool, partial_data_parallel: bool) -> str:
                 "partial_data_parallel=True needs with_context_parallel=True, as in Megatron "
                 "(partial DP for the optimizer includes CP)"
             )
-        return "intra-dp-cp" if _groups().topology.dist_opt_instances > 1 else "dp-cp"
+        return "intra-dp-cp" if topology_of(_groups()).dist_opt_instances > 1 else "dp-cp"
     return "dp-cp" if with_context_parallel else "dp"
 
 
 def _edp_kind(partial: bool) -> str:
-    return "intra-edp" if partial and _groups().topology.dist_opt_instances > 1 else "edp"
+    return "intra-edp" if partial and topology_of(_groups()).dist_opt_instances > 1 else "edp"
 
 
 def _dist_ready() -> bool:
@@ -735,7 +741,7 @@ def get_intra_distributed_optimizer_instance_group(check_initialized: bool = Tru
     """All ranks of this rank's distributed-optimizer instance (every rank with one instance)."""
     if not check_initialized and not is_initialized():
         return None
-    if _groups().topology.dist_opt_instances == 1:
+    if topology_of(_groups()).dist_opt_instances == 1:
         return dist.group.WORLD  # Megatron's one instance group holds every rank
     return _group("intra-dist-opt", check_initialized)
 
@@ -1002,7 +1008,7 @@ def get_virtual_pipeline_model_parallel_world_size() -> int | None:
     if value is not None:
         return value
     groups = _default.held_by(OWNER)
-    return None if groups is None else groups.topology.vpp
+    return None if groups is None else topology_of(groups).vpp
 
 
 def get_virtual_pipeline_model_parallel_rank() -> int | None:
