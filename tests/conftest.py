@@ -33,7 +33,7 @@ else:
     )
     settings.register_profile(
         "mutation",
-        max_examples=25,
+        max_examples=10,
         derandomize=True,
         deadline=None,
         database=None,

@@ -30,7 +30,6 @@ class _ShortRepr(reprlib.Repr):
         super().__init__()
         self.maxstring = 60
         self.maxother = 60
-        self.maxlong = 60
         self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdict = 8
         self.maxlevel = 3
 

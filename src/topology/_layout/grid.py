@@ -276,7 +276,7 @@ class Grid:
             raise TopologyError(
                 f"omit must be a tuple of axis names like ('dp',), got {show(omit)}"
             )
-        skipped = set(self._axis_indices(omit)) if omit else set()
+        skipped = set(self._axis_indices(omit))
         for label, sep in (("inner_sep", inner_sep), ("outer_sep", outer_sep)):
             if not isinstance(sep, str):
                 raise TopologyError(

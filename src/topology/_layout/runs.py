@@ -104,7 +104,8 @@ def point(position: int, runs: Runs) -> int:
 def index_of(value: int, runs: Runs) -> int:
     """The mixed-radix number of ``value``'s digits ``(value // stride) % size`` on ``runs``.
 
-    For a point of ``runs`` this inverts :func:`point`; for a rank of a larger grid whose digits
+    For a point of a grid's ``runs`` (each stride a multiple of the span of the runs inside it,
+    as every caller's are) this inverts :func:`point`; for a rank of a larger grid whose digits
     include ``runs`` it numbers the rank's digits on those runs alone (which group, which
     position).
     """

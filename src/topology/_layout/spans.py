@@ -103,7 +103,7 @@ def _recursive(residue: int, runs: Runs, unit: int) -> int:
         size, stride = runs[level - 1]
         low = tops[level - 1]
         move = stride % unit
-        period = unit // gcd(move, unit) if move else 1
+        period = unit // gcd(move, unit)  # 1 when move is 0: gcd(0, unit) == unit
 
         def step(c: int) -> int:
             # copy c's units, less one if its first unit is copy c - 1's last
@@ -228,7 +228,7 @@ class Shape:
         complete = True
         for size, stride in self.outer:
             step = stride % unit
-            period = unit // gcd(step, unit) if step else 1
+            period = unit // gcd(step, unit)  # 1 when step is 0
             grown: dict[int, int] = {}
             for residue, witness in found.items():
                 for c in range(min(size, period)):

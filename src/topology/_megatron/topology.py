@@ -397,8 +397,8 @@ class Topology:
         return place
 
     def _ranks_of(self, rank: int, kind: str) -> Ranks:
-        """``group_of(rank, kind)`` as a lazy :class:`Ranks`, in O(number of axes)."""
-        name, spec = self._spec(kind, rank)
+        """``group_of(rank, kind)`` of a checked rank as a lazy :class:`Ranks`, in O(axes)."""
+        name, spec = self._spec(kind)  # both callers have checked the rank
         return spec.ranks_of(self, name, rank)
 
     def _vp(self, vp_stage: object) -> int:

@@ -43,9 +43,10 @@ def tier_findings(
     findings = []
     placed: Crossings | None = None
     for tier in found.tiers[1:]:
-        for kind, severity in _SEVERITY.items():
-            if first.get(kind, kind) != kind:
+        for kind, representative in first.items():
+            if representative != kind:
                 continue
+            severity = _SEVERITY[kind]
             count = found.count(kind, tier)
             if not count:
                 continue

@@ -39,7 +39,6 @@ _SEPARATORS = ", \t\r\n"
 _FORBIDDEN = re.compile(r"[\[\],\s]")
 _DIGITS = re.compile(r"[0-9]+")
 _LAST_NUMBER = re.compile(r"^(.*?)([0-9]+)([^0-9]*)$", re.DOTALL)
-_TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.DOTALL)
 _CHUNKS = re.compile(r"[0-9]+|[^0-9]+")
 
 
@@ -47,23 +46,23 @@ def _entries(text: str) -> list[str]:
     """Split at separators outside brackets; brackets must pair and never nest."""
     entries: list[str] = []
     current: list[str] = []
-    depth = 0
+    inside = False
     for char in text:
         if char == "[":
-            if depth:
+            if inside:
                 raise TopologyError(f"host list {show(text)} nests brackets; write node[1-4]")
-            depth = 1
+            inside = True
         elif char == "]":
-            if not depth:
+            if not inside:
                 raise TopologyError(f"host list {show(text)} has ']' without '['")
-            depth = 0
-        elif char in _SEPARATORS and not depth:
+            inside = False
+        elif char in _SEPARATORS and not inside:
             if current:
                 entries.append("".join(current))
                 current = []
             continue
         current.append(char)
-    if depth:
+    if inside:
         raise TopologyError(f"host list {show(text)} has '[' without ']'")
     if current:
         entries.append("".join(current))
@@ -209,8 +208,8 @@ def slurm_key(host: str) -> tuple[object, ...]:
     >>> sorted(["node10", "node9", "node", "login1"], key=slurm_key)
     ['login1', 'node', 'node9', 'node10']
     """
-    match = _TRAILING_NUMBER.match(host)
-    prefix, number = match.groups() if match else (host, "")
+    prefix = host.rstrip("0123456789")
+    number = host[len(prefix) :]
     if not number:
         return (natural_key(prefix), 0, 0, 0, host)
     return (natural_key(prefix), 1, int(number), len(number), host)

@@ -82,13 +82,10 @@ def _tier(index: int, item: object, where: str) -> Tier:
         raise TopologyError(
             f"{where} tiers[{index}].nvlink must be true or false, got {show(nvlink)}"
         )
+    bandwidth = _amount(table.get("bandwidth"), f"{where} tiers[{index}].bandwidth")
+    latency = _amount(table.get("latency"), f"{where} tiers[{index}].latency")
     try:
-        return Tier(
-            table["name"],
-            bandwidth=_amount(table.get("bandwidth"), f"{where} tiers[{index}].bandwidth"),
-            latency=_amount(table.get("latency"), f"{where} tiers[{index}].latency"),
-            nvlink=nvlink,
-        )
+        return Tier(table["name"], bandwidth=bandwidth, latency=latency, nvlink=nvlink)
     except TopologyError as error:
         raise TopologyError(f"{where} tiers[{index}]: {error}") from None
 

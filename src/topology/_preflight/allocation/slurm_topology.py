@@ -229,7 +229,8 @@ def parse_slurm_topology(
     sizes: list[int] | None = None
     for number, content in lines(text):
         fields = _fields(number, content, label)
-        first = content.split("=", 1)[0].lower()
+        head = content.partition("=")[0]
+        first = head.lower()
         if first == "switchname":
             tree.append((number, fields))
         elif first == "blockname":
@@ -241,7 +242,7 @@ def parse_slurm_topology(
             sizes = _block_sizes(number, fields["blocksizes"], label)
         else:
             raise TopologyError(
-                f"{label} line {number} starts with {show(content.split('=', 1)[0])}; "
+                f"{label} line {number} starts with {show(head)}; "
                 "lines start with SwitchName= (tree), BlockName= or BlockSizes= (block)"
             )
     if plugin is None:

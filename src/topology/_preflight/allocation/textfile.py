@@ -37,7 +37,7 @@ def lines(text: str) -> list[tuple[int, str]]:
     empty lines dropped."""
     kept = []
     for number, line in enumerate(text.splitlines(), start=1):
-        content = line.split("#", 1)[0].strip()
+        content = line.partition("#")[0].strip()
         if content:
             kept.append((number, content))
     return kept

@@ -50,7 +50,7 @@ def _instance(index: int, item: object, label: str) -> tuple[str, list[str | Non
     name = item.get("id")
     if not isinstance(name, str) or not name.strip():
         raise TopologyError(f"{where} has id {show(name)}; an id is a non-empty string")
-    layers = item.get("network_layers", [])
+    layers = item.get("network_layers")
     if layers is None:
         layers = []
     if not isinstance(layers, list) or not all(isinstance(x, str) for x in layers):
