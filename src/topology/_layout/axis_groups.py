@@ -135,8 +135,13 @@ class AxisGroups:
         return index or 0, self.grid.index_in_group(rank, *axes)
 
     def has_group(self, rank: int, kind: str) -> bool:
-        """True for every rank of the grid and offered kind (every axis set covers the grid)."""
-        self.group_of(rank, kind)  # TopologyError for an unknown kind or a rank outside
+        """True for every rank of the grid and offered kind (every axis set covers the grid).
+
+        Raises:
+            TopologyError: for a kind this layout does not offer or a rank outside the grid.
+        """
+        self._axes(kind)
+        self.grid._check_rank(rank)
         return True
 
     # -- helpers --------------------------------------------------------------------------------

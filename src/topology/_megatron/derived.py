@@ -236,12 +236,21 @@ def _instance_digits(
     return low, high, others
 
 
-def _intra_dp_cp_shape(topo: Layout, name: str) -> Shape | None:
-    found = _instance_digits(topo, topo.dense, ("dp", "cp"))
+def _split_shape(
+    topo: Layout, grid: Grid, axes: tuple[str, ...], *, replicas: bool
+) -> Shape | None:
+    """The shape of each instance's share of the groups along ``axes`` or, with ``replicas``,
+    of one position across the shares; None when the split is no set of digits."""
+    found = _instance_digits(topo, grid, axes)
     if found is None:
         return None
     low, high, others = found
-    return Shape.regular(low, (*high, *others), topo.rank_offset)
+    inner, outer = (high, low) if replicas else (low, high)
+    return Shape.regular(inner, (*outer, *others), topo.rank_offset)
+
+
+def _intra_dp_cp_shape(topo: Layout, name: str) -> Shape | None:
+    return _split_shape(topo, topo.dense, ("dp", "cp"), replicas=False)
 
 
 INTRA_DP_CP = Derived(
@@ -289,11 +298,7 @@ def _dp_replicate_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
 
 
 def _dp_replicate_shape(topo: Layout, name: str) -> Shape | None:
-    found = _instance_digits(topo, topo.dense, ("dp", "cp"))
-    if found is None:
-        return None
-    low, high, others = found
-    return Shape.regular(high, (*low, *others), topo.rank_offset)
+    return _split_shape(topo, topo.dense, ("dp", "cp"), replicas=True)
 
 
 DP_REPLICATE = Derived(
@@ -324,11 +329,7 @@ def _dp_shard_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
 
 
 def _dp_shard_shape(topo: Layout, name: str) -> Shape | None:
-    found = _instance_digits(topo, topo.dense, ("dp",))
-    if found is None:
-        return None
-    low, high, others = found
-    return Shape.regular(low, (*high, *others), topo.rank_offset)
+    return _split_shape(topo, topo.dense, ("dp",), replicas=False)
 
 
 DP_SHARD = Derived(
@@ -369,14 +370,13 @@ def _intra_edp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
 
 def _edp_shape(topo: Layout, name: str) -> Shape | None:
     """The shape of an edp split (intra-edp, inter-edp, intra-dist-opt)."""
-    found = _instance_digits(topo, *topo._grid_kind("edp"))
+    grid, axes = topo._grid_kind("edp")
+    if name in ("intra-edp", "inter-edp"):
+        return _split_shape(topo, grid, axes, replicas=name == "inter-edp")
+    found = _instance_digits(topo, grid, axes)
     if found is None:
         return None
     low, high, others = found
-    if name == "intra-edp":
-        return Shape.regular(low, (*high, *others), topo.rank_offset)
-    if name == "inter-edp":
-        return Shape.regular(high, (*low, *others), topo.rank_offset)
     return Shape.regular((*low, *others), high, topo.rank_offset)  # one block of edp positions
 
 
