@@ -12,7 +12,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.rank-topology-setup
-want=$(cat pyproject.toml constraints.txt scripts/setup.sh | cksum)
+want=$(cat pyproject.toml constraints.txt scripts/setup.sh | cksum)-oracle${ORACLE:-0}
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
@@ -37,6 +37,26 @@ pip_install -e ".[torch,test,cli,plot,docs]"
 # Optional differential oracle for the tests: Megatron-core's parallel_state (never a dependency of
 # the library; --no-deps keeps it from pulling anything but the two small packages it imports).
 pip_install --no-deps "megatron-core==0.16.1" numpy einops
+# Newer megatron-core releases as oracles (0.17 and later ship only cp312+ wheels and import
+# triton at the top): each wheel is unpacked into .venv/oracles/megatron-core-VERSION with its
+# megatron/core/__init__.py reduced to `from megatron.core import parallel_state`, so that
+# parallel_state, hyper_comm_grid and process_groups_config import on Python 3.11 with
+# PYTHONPATH=.venv/oracles/megatron-core-VERSION. 0.19.2 always (the GTP differential test);
+# ORACLE=1 adds 0.17.1 and 0.18.2 (scripts/peers/megatron.sh). Never a dependency of the library.
+oracle_versions="0.19.2"
+[ "${ORACLE:-0}" = 1 ] && oracle_versions="0.17.1 0.18.2 0.19.2"
+for version in $oracle_versions; do
+  folder=.venv/oracles/megatron-core-$version
+  [ -f "$folder/megatron/core/parallel_state.py" ] && continue
+  wheels=$(mktemp -d)
+  PIP_CONSTRAINT= .venv/bin/python -m pip --disable-pip-version-check -q download --no-deps \
+    --only-binary=:all: --python-version 3.12 --implementation cp -d "$wheels" \
+    "megatron-core==$version" 2>&1 | { grep -v "^WARNING: Location" || true; }
+  rm -rf "$folder" && mkdir -p "$folder"
+  .venv/bin/python -m zipfile -e "$wheels"/megatron_core-"$version"-*.whl "$folder"
+  echo "from megatron.core import parallel_state" > "$folder/megatron/core/__init__.py"
+  rm -rf "$wheels"
+done
 .venv/bin/python -W ignore -c "import torch, topology, topology_torch, hypothesis, megatron.core, pdoc, argcomplete, selenium"
 .venv/bin/ruff --version >/dev/null
 .venv/bin/mypy --version >/dev/null
