@@ -6,7 +6,7 @@ builds its groups; names, Megatron names, sizes, groups, lookups, membership and
 shapes all follow.
 
 >>> [spec.name for spec in TABLE][:4]
-['dp-cp', 'intra-dp-cp', 'dp', 'cp']
+['gtp', 'dp-cp', 'intra-dp-cp', 'dp']
 >>> spec_of("hcp-1").name, spec_of("tp-dp").megatron_names
 ('hcp-<level>', ('tp_dp', 'tensor_and_data'))
 """
@@ -42,6 +42,7 @@ __all__ = [
     "ALIASES",
     "DENSE_KINDS",
     "EXPERT_KINDS",
+    "GTP_AXES",
     "MEGATRON_NAMES",
     "TABLE",
     "Kind",
@@ -61,8 +62,10 @@ class KindSpec:
     A grid kind names its ``grid`` (``"dense"`` or ``"expert"``) and ``axes``; an expert kind
     also says what it means in a dense-only layout without an expert grid (``dense_axes``).
     A derived kind has ``derived`` instead. ``needs`` is the Topology field that must be set
-    for the kind to exist (``dist_opt_instances`` > 1, ``hcp_sizes`` with one kind a level, or
-    ``dp_split``: instances that cut the dp axis itself, see :func:`~.derived.splits_dp`).
+    for the kind to exist (``dist_opt_instances`` > 1, ``hcp_sizes`` with one kind a level,
+    ``gtp`` or ``egtp`` > 1, or ``dp_split``: instances that cut the dp axis itself, see
+    :func:`~.derived.splits_dp`). The GTP axes (:data:`GTP_AXES`) are grid axes only when larger
+    than 1, so a kind that spans one (``tp-pp`` spans tp, gtp and pp) leaves it out otherwise.
     """
 
     name: str
@@ -71,7 +74,7 @@ class KindSpec:
     axes: tuple[str, ...] = ()
     dense_axes: tuple[str, ...] = ()
     derived: Derived | None = None
-    needs: Literal["dist_opt_instances", "hcp_sizes", "dp_split"] | None = None
+    needs: Literal["dist_opt_instances", "hcp_sizes", "dp_split", "gtp", "egtp"] | None = None
     aliases: tuple[str, ...] = ()
     """Other names users know the kind by (torchtitan's ``dp_shard``), beyond Megatron's."""
 
@@ -81,6 +84,8 @@ class KindSpec:
             return ()
         if self.needs == "dp_split" and not splits_dp(topo):
             return ()
+        if self.needs in GTP_AXES and getattr(topo, self.needs) == 1:
+            return ()
         if self.name.endswith(_LEVEL):
             stem = self.name[: -len(_LEVEL)]
             return tuple(f"{stem}{level}" for level in range(len(topo.hcp_sizes or ())))
@@ -89,10 +94,12 @@ class KindSpec:
     def place(self, topo: Layout) -> tuple[Grid, tuple[str, ...]] | None:
         """The grid and axes the groups vary along, or None for a derived kind."""
         if self.grid == "dense":
-            return topo.dense, self.axes
+            return topo.dense, _present(topo.dense, self.axes)
         if self.grid == "expert":
             expert = topo.expert
-            return (topo.dense, self.dense_axes) if expert is None else (expert, self.axes)
+            if expert is None:
+                return topo.dense, _present(topo.dense, self.dense_axes)
+            return expert, _present(expert, self.axes)
         return None
 
     def kind(self, topo: Layout, name: str) -> Kind:
@@ -155,6 +162,15 @@ class KindSpec:
         return self.derived
 
 
+GTP_AXES = ("gtp", "egtp")
+"""Megatron's GTP axes (dense ``gtp``, expert ``egtp``): grid axes only when larger than 1."""
+
+
+def _present(grid: Grid, axes: tuple[str, ...]) -> tuple[str, ...]:
+    """``axes`` without the GTP axes that ``grid`` lacks (size 1: no such axis)."""
+    return tuple(a for a in axes if a not in GTP_AXES or a in grid.axes)
+
+
 def _dense(name: str, axes: tuple[str, ...], *megatron: str) -> KindSpec:
     return KindSpec(name, megatron, grid="dense", axes=axes)
 
@@ -163,11 +179,19 @@ def _expert(name: str, axes: tuple[str, ...], dense: tuple[str, ...], *megatron:
     return KindSpec(name, megatron, grid="expert", axes=axes, dense_axes=dense)
 
 
+def _gtp(name: str, axes: tuple[str, ...], *megatron: str) -> KindSpec:
+    """A kind that exists only with its GTP axis (``gtp`` or ``egtp`` > 1)."""
+    grid: Literal["dense", "expert"] = "expert" if "egtp" in axes else "dense"
+    needs: Literal["gtp", "egtp"] = "egtp" if grid == "expert" else "gtp"
+    return KindSpec(name, megatron, grid=grid, axes=axes, needs=needs)
+
+
 def _dist_opt(name: str, derived: Derived, *megatron: str) -> KindSpec:
     return KindSpec(name, megatron, derived=derived, needs="dist_opt_instances")
 
 
 TABLE: tuple[KindSpec, ...] = (
+    _gtp("gtp", ("gtp",), "gtp_remat"),
     _dense("dp-cp", ("dp", "cp"), "dp_cp"),
     KindSpec(
         "intra-dp-cp",
@@ -177,29 +201,36 @@ TABLE: tuple[KindSpec, ...] = (
         aliases=("dp-shard-cp", "dp_shard_cp"),
     ),
     _dense("dp", ("dp",)),
+    _gtp("gtp-dp", ("gtp", "dp"), "gtp_remat_dp"),
+    _gtp("gtp-dp-cp", ("gtp", "dp", "cp"), "gtp_remat_dp_cp"),
     _dense("cp", ("cp",)),
     KindSpec("hcp-<level>", derived=HCP_LEVEL, needs="hcp_sizes"),
-    _dense("tp-pp", ("tp", "pp"), "mp"),
+    _dense("tp-pp", ("tp", "gtp", "pp"), "mp"),
     _dense("tp", ("tp",)),
     _dense("pp", ("pp",)),
     KindSpec("embedding", ("embd",), derived=EMBEDDING),
     KindSpec("position-embedding", ("pos_embd",), derived=POSITION_EMBEDDING),
-    _dense("tp-dp-cp", ("tp", "dp", "cp"), "tp_dp_cp"),
-    _dense("tp-dp", ("tp", "dp"), "tp_dp", "tensor_and_data"),
+    _dense("tp-dp-cp", ("tp", "gtp", "dp", "cp"), "tp_dp_cp"),
+    _dense("tp-dp", ("tp", "gtp", "dp"), "tp_dp", "tensor_and_data"),
     _dense("tp-cp", ("tp", "cp"), "tp_cp"),
+    _gtp("egtp", ("egtp",), "expt_gtp_remat"),
     _expert("ep", ("ep",), ()),
     _expert("etp", ("etp",), ("tp",), "expt_tp"),
     _expert("etp-ep", ("etp", "ep"), ("tp",), "tp_ep"),
     _expert("etp-ep-pp", ("etp", "ep", "pp"), ("tp", "pp"), "tp_ep_pp"),
+    _gtp("etp-ep-egtp-pp", ("etp", "ep", "egtp", "pp"), "tp_ep_gtp_remat_pp"),
     _expert("edp", ("edp",), ("dp", "cp"), "expt_dp"),
     _dist_opt("intra-edp", INTRA_EDP, "intra_expt_dp"),
     _dist_opt("inter-edp", INTER_EDP, "inter_dist_opt"),
+    _gtp("egtp-edp", ("egtp", "edp"), "ep_gtp_remat_dp"),
     _dist_opt("intra-dist-opt", INTRA_DIST_OPT, "intra_dist_opt"),
     KindSpec("dp-shard", derived=DP_SHARD, needs="dp_split", aliases=("dp_shard",)),
     KindSpec("dp-replicate", derived=DP_REPLICATE, needs="dp_split", aliases=("dp_replicate",)),
 )
 """Every kind, in Megatron's creation order (the order of ``Topology.kinds``), then the kinds
-Megatron does not create (torchtitan's replicate x shard split of dp)."""
+Megatron does not create (torchtitan's replicate x shard split of dp). Megatron creates the
+GTP kinds with singleton groups, or as aliases of their plain kinds, when the GTP size is 1;
+here they exist only when it is larger."""
 
 _BY_NAME = MappingProxyType({spec.name: spec for spec in TABLE})
 _FAMILIES = tuple(spec for spec in TABLE if spec.name.endswith(_LEVEL))
@@ -216,7 +247,12 @@ MEGATRON_NAMES = MappingProxyType({m: s.name for s in TABLE for m in s.megatron_
 ALIASES = MappingProxyType({**MEGATRON_NAMES, **{a: s.name for s in TABLE for a in s.aliases}})
 """Every other name of a kind (Megatron's, torchtitan's), mapped to our kinds."""
 
-_TOKEN_RANK = {"etp": 0, "tp": 0, "ep": 1, "dp": 2, "edp": 2, "cp": 3, "pp": 4}
+_TOKEN_RANK = {"etp": 0, "tp": 0, "gtp": 1, "ep": 2, "egtp": 3, "dp": 4, "edp": 4, "cp": 5, "pp": 6}
+
+_BY_AXES = MappingProxyType(
+    {"-".join(s.axes): s.name for s in TABLE if s.grid is not None and s.axes}
+)
+"""Grid kinds by the axes they span, where those differ from the name (``tp-gtp-pp``)."""
 
 
 def canonical_kind(kind: str) -> str:
@@ -225,6 +261,8 @@ def canonical_kind(kind: str) -> str:
 
     >>> canonical_kind("cp-dp"), canonical_kind("mp"), canonical_kind("pp-ep-etp")
     ('dp-cp', 'tp-pp', 'etp-ep-pp')
+    >>> canonical_kind("dp-gtp"), canonical_kind("pp-gtp-tp"), canonical_kind("ep_gtp_remat_dp")
+    ('gtp-dp', 'tp-pp', 'egtp-edp')
     """
     kind = ALIASES.get(kind, kind)
     tokens = kind.split("-")
@@ -232,6 +270,7 @@ def canonical_kind(kind: str) -> str:
         ordered = "-".join(sorted(tokens, key=_TOKEN_RANK.__getitem__))
         if ordered in DENSE_KINDS or ordered in EXPERT_KINDS:
             return ordered
+        return _BY_AXES.get(ordered, kind)
     return kind
 
 

@@ -39,7 +39,11 @@ class Topology:
 
     Two grids lie over the same ranks (MoE parallel folding): ``dense`` over (tp, cp, dp, pp) and
     ``expert`` over (etp, ep, edp, pp), both laid out by ``order`` (innermost axis first). Derived
-    sizes: ``dp = W / (tp * cp * pp)``, ``etp = etp or tp``, ``edp = W / (etp * ep * pp)``.
+    sizes: ``dp = W / (tp * cp * pp * gtp)``, ``etp = etp or tp``,
+    ``edp = W / (etp * ep * pp * egtp)``. Megatron's GTP axes (generalized tensor parallelism
+    with weight rematerialization) are grid axes when larger than 1: ``gtp`` on the dense grid
+    (placed right after tp unless the order names it), ``egtp`` on the expert grid (right after
+    ep); dp and edp are then the replicate degrees.
     The fields keep what was given (``attrs.evolve`` changes one and derives the rest again);
     ``dp``, ``etp``, ``order`` and the stages read back resolved, and equality compares those.
     Every kind is a row of the kind table (``kinds.py``); the kind methods look it up.
@@ -57,6 +61,8 @@ class Topology:
         hcp_sizes: hierarchical context-parallel level sizes (product = cp).
         embedding_stages: the pipeline stages holding word embeddings (default first and last).
         position_embedding_stages: the stages holding position embeddings (default first).
+        gtp: Megatron's ``gtp_remat_size``, the dense GTP axis (weights sharded and gathered).
+        egtp: Megatron's ``expert_gtp_remat_size``, the expert GTP axis.
 
     Raises:
         TopologyError: for any layout Megatron would reject, or accept and get wrong.
@@ -88,6 +94,8 @@ class Topology:
     _position_embedding_stages: tuple[int, ...] = attrs.field(
         default=(0,), converter=_stage_tuple, alias="position_embedding_stages", eq=False
     )
+    gtp: int = 1
+    egtp: int = 1
     # Derived from the fields above. Equality compares the resolved etp, dp, order and stages
     # (in `_resolved`), not the given ones: Topology(8, tp=2) == Topology(8, tp=2, dp=4).
     _resolved: Resolved = attrs.field(init=False, repr=False)
@@ -169,7 +177,7 @@ class Topology:
 
     @property
     def dp(self) -> int:
-        """Data-parallel size, ``W / (tp * cp * pp)``."""
+        """Data-parallel (replicate) size, ``W / (tp * cp * pp * gtp)``."""
         return self._resolved.dp
 
     @property
@@ -196,12 +204,12 @@ class Topology:
 
     @property
     def dense(self) -> Grid:
-        """The grid of attention / dense layers: axes tp, cp, dp, pp."""
+        """The grid of attention / dense layers: axes tp, cp, dp, pp (and gtp when > 1)."""
         return self._resolved.dense
 
     @property
     def expert(self) -> Grid | None:
-        """The grid of expert (MoE) layers: axes etp, ep, edp, pp.
+        """The grid of expert (MoE) layers: axes etp, ep, edp, pp (and egtp when > 1).
 
         None for a dense-only layout (ep = 1, etp = tp) whose order puts pp inside dp while
         cp > 1 (ezpz's ``tp-cp-pp-dp``): there no expert grid can share the dense pipeline, so
@@ -211,8 +219,8 @@ class Topology:
 
     @property
     def edp(self) -> int:
-        """Expert data-parallel size, ``W / (etp * ep * pp)``."""
-        return self.world_size // (self.etp * self.ep * self.pp)
+        """Expert data-parallel size, ``W / (etp * ep * pp * egtp)``."""
+        return self.world_size // (self.etp * self.ep * self.pp * self.egtp)
 
     # -- kinds: look-ups in the kind table (kinds.py) -------------------------------------------
 
@@ -414,6 +422,7 @@ class Topology:
     def __str__(self) -> str:
         tokens = self.order.split("-")
         sizes = {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.dp, "pp": self.pp}
+        sizes |= {"gtp": self.gtp, "egtp": self.egtp}
         text = "·".join(f"{t}{sizes[t]}" for t in tokens)
         extras = []
         if self.etp != self.tp:
@@ -427,7 +436,7 @@ class Topology:
 
     def __repr__(self) -> str:
         parts = [str(self.world_size)]
-        for name in ("tp", "pp", "cp", "ep"):
+        for name in ("tp", "pp", "cp", "ep", "gtp", "egtp"):
             if getattr(self, name) != 1:
                 parts.append(f"{name}={getattr(self, name)}")
         if self.etp != self.tp:

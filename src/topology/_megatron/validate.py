@@ -21,10 +21,18 @@ from .._layout.grid import Grid
 
 __all__ = ["MAX_WORLD_SIZE", "ORDER_TOKENS", "Resolved", "validate_topology"]
 
-ORDER_TOKENS = ("tp", "cp", "ep", "dp", "pp")
+ORDER_TOKENS = ("tp", "cp", "ep", "dp", "pp", "gtp", "egtp")
 
 # Megatron's RankGenerator appends missing (size-1) tokens in this order.
 _APPEND_ORDER = ("tp", "pp", "dp", "ep", "cp")
+
+# Megatron's one token for both GTP axes: an order naming it puts gtp and egtp there.
+_MEGATRON_GTP = "gtp_remat"
+
+# Where Megatron's `_inject_gtp_remat_axis` puts an axis the order leaves out: right after the
+# first anchor the order names (dense gtp after tp; expert egtp after ep, else after tp). The
+# order must name tp then: Megatron 0.19 finds 'tp' inside 'gtp_remat' and never appends it.
+_GTP_ANCHORS = {"gtp": ("tp",), "egtp": ("ep", "tp")}
 
 
 @attrs.frozen
@@ -60,6 +68,8 @@ def validate_topology(
     hcp_sizes: tuple[int, ...] | None,
     embedding_stages: tuple[int, ...],
     position_embedding_stages: tuple[int, ...],
+    gtp: int = 1,
+    egtp: int = 1,
 ) -> Resolved:
     """Check the fields as given and return the values derived from them.
 
@@ -81,29 +91,35 @@ def validate_topology(
     pp = check_size("pp", pp)
     cp = check_size("cp", cp)
     ep = check_size("ep", ep)
+    gtp = check_size("gtp", gtp)
+    egtp = check_size("egtp", egtp)
     given_dp = dp
     etp = tp if etp is None else check_size("etp", etp)
     instances = check_size("dist_opt_instances", dist_opt_instances)
     offset = check_rank_offset(rank_offset)
+    _check_gtp_instances(gtp, egtp, instances)
 
-    model = tp * cp * pp
+    model = tp * cp * pp * gtp
+    factors = f"tp({tp}) * cp({cp}) * pp({pp})" + (f" * gtp({gtp})" if gtp > 1 else "")
     if world % model:
         raise TopologyError(
-            f"world_size {world} is not divisible by tp({tp}) * cp({cp}) * pp({pp}) = {model}; "
+            f"world_size {world} is not divisible by {factors} = {model}; "
             f"valid world sizes are multiples of {model}"
         )
     dp = world // model
     if given_dp is not None and check_size("dp", given_dp) != dp:
         raise TopologyError(
-            f"dp({given_dp}) does not match world_size {world} / (tp({tp}) * cp({cp}) * "
-            f"pp({pp})) = {dp}; leave dp out or pass dp={dp}"
+            f"dp({given_dp}) does not match world_size {world} / ({factors}) = {dp}; "
+            f"leave dp out or pass dp={dp}"
         )
-    expert_model = etp * ep * pp
+    expert_model = etp * ep * pp * egtp
     if world % expert_model:
-        valid = [d for d in divisors(world) if world % (etp * d * pp) == 0]
+        valid = [d for d in divisors(world) if world % (etp * d * pp * egtp) == 0]
+        egtp_factor = f" * egtp({egtp})" if egtp > 1 else ""
         raise TopologyError(
-            f"world_size {world} is not divisible by etp({etp}) * ep({ep}) * pp({pp}) = "
-            f"{expert_model}; valid ep: {format_choices(valid) or 'none, change etp or pp'}"
+            f"world_size {world} is not divisible by etp({etp}) * ep({ep}) * pp({pp})"
+            f"{egtp_factor} = {expert_model}; valid ep: "
+            f"{format_choices(valid) or 'none, change etp or pp'}"
         )
     edp = world // expert_model
 
@@ -135,18 +151,22 @@ def validate_topology(
             f"edp = {edp}; valid: {format_choices(valid)}"
         )
 
-    sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp}
-    expert_sizes = {"tp": etp, "ep": ep, "dp": edp, "pp": pp, "cp": 1}
+    sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp, "gtp": gtp, "egtp": 1}
+    expert_sizes = {"tp": etp, "ep": ep, "dp": edp, "pp": pp, "cp": 1, "gtp": 1, "egtp": egtp}
     tokens = _order_tokens(order, sizes, expert_sizes)
+    # Megatron 0.19 reads "pp-last" off the order as given; GTP layouts follow it strictly.
+    gtp_pp_last = (gtp > 1 or egtp > 1) and order.lower().endswith("pp")
     order = "-".join(tokens)
+    dense_tokens = [t for t in tokens if t not in ("ep", "egtp")]
     dense = Grid.from_order(
-        "-".join(t for t in tokens if t != "ep"),
-        rank_offset=offset,
-        **{t: sizes[t] for t in tokens if t != "ep"},
+        "-".join(dense_tokens), rank_offset=offset, **{t: sizes[t] for t in dense_tokens}
     )
-    moe = ep > 1 or etp != tp
+    # GTP layouts follow Megatron's checks strictly: both grids must share the pipeline.
+    moe = ep > 1 or etp != tp or gtp > 1 or egtp > 1
     expert_grid = _expert_grid(tokens, expert_sizes, offset)
-    agree = _pipelines_agree(order, tokens, sizes, expert_sizes, dense, expert_grid, moe)
+    agree = _pipelines_agree(
+        order, tokens, sizes, expert_sizes, dense, expert_grid, moe, gtp_pp_last
+    )
     expert = expert_grid if agree else None
 
     return Resolved(
@@ -162,10 +182,25 @@ def validate_topology(
     )
 
 
+def _check_gtp_instances(gtp: int, egtp: int, instances: int) -> None:
+    """Megatron's rule: GTP needs one distributed-optimizer instance."""
+    if (gtp > 1 or egtp > 1) and instances > 1:
+        raise TopologyError(
+            f"dist_opt_instances({instances}) needs gtp = egtp = 1 (Megatron supports GTP with "
+            f"one distributed-optimizer instance), but gtp is {gtp} and egtp is {egtp}; "
+            "pass dist_opt_instances=1 or gtp=1 and egtp=1"
+        )
+
+
 def _order_tokens(order: object, sizes: dict[str, int], expert_sizes: dict[str, int]) -> list[str]:
+    """The order's tokens: checked, gtp / egtp injected (or dropped at size 1), missing axes
+    appended."""
     if not isinstance(order, str) or not order:
         raise TopologyError(f"order must be a string like 'tp-cp-ep-dp-pp', got {show(order)}")
     tokens = order.lower().split("-")
+    if _MEGATRON_GTP in tokens:
+        at = tokens.index(_MEGATRON_GTP)
+        tokens[at : at + 1] = ["gtp", "egtp"]
     for token in tokens:
         if token not in ORDER_TOKENS:
             raise TopologyError(
@@ -175,26 +210,54 @@ def _order_tokens(order: object, sizes: dict[str, int], expert_sizes: dict[str, 
     for token in tokens:
         if tokens.count(token) > 1:
             raise TopologyError(f"order {show(order)} names {token!r} twice; name each axis once")
+    missing = []
     for token in _APPEND_ORDER:
         if token in tokens:
             continue
         size = max(sizes[token], expert_sizes[token])
+        if token == "tp" and max(sizes["gtp"], expert_sizes["egtp"]) > 1:
+            gtp = sizes["gtp"] if sizes["gtp"] > 1 else expert_sizes["egtp"]
+            which = "gtp" if sizes["gtp"] > 1 else "egtp"
+            raise TopologyError(
+                f"order {show(order)} leaves out 'tp' but {which} is {gtp} and Megatron places "
+                f"the GTP axes by 'tp'; add 'tp' to the order, e.g. {'-'.join(['tp', *tokens])!r}"
+            )
         if size > 1:
             which = {"dp": "dp (or edp)", "tp": "tp (or etp)"}.get(token, token)
             raise TopologyError(
                 f"order {show(order)} leaves out {token!r} but {which} is {size}; add {token!r} "
                 f"to the order, e.g. {'-'.join([*tokens, token])!r}"
             )
-        tokens.append(token)
-    return tokens
+        missing.append(token)
+    placed = _place_gtp(tokens, {"gtp": sizes["gtp"], "egtp": expert_sizes["egtp"]})
+    return [*placed, *missing]
+
+
+def _place_gtp(given: list[str], gtp_sizes: dict[str, int]) -> list[str]:
+    """The given order with gtp and egtp where Megatron's ``_inject_gtp_remat_axis`` puts them
+    (named: where named; left out: after the first of :data:`_GTP_ANCHORS` the order names),
+    and without them at size 1 (no such axis).
+
+    >>> "-".join(_place_gtp(["tp", "cp", "ep", "dp", "pp"], {"gtp": 2, "egtp": 2}))
+    'tp-gtp-cp-ep-egtp-dp-pp'
+    >>> "-".join(_place_gtp(["dp", "tp", "gtp"], {"gtp": 1, "egtp": 4}))
+    'dp-tp-egtp'
+    """
+    tokens = list(given)
+    for axis, anchors in _GTP_ANCHORS.items():
+        if axis not in tokens and gtp_sizes[axis] > 1:
+            anchor = next(a for a in anchors if a in given)  # 'tp' is there (checked)
+            tokens.insert(tokens.index(anchor) + 1, axis)
+    return [t for t in tokens if t not in gtp_sizes or gtp_sizes[t] > 1]
 
 
 def _expert_grid(tokens: list[str], expert_sizes: dict[str, int], offset: int) -> Grid:
-    names = {"tp": "etp", "ep": "ep", "dp": "edp", "pp": "pp"}
+    names = {"tp": "etp", "ep": "ep", "dp": "edp", "pp": "pp", "egtp": "egtp"}
+    kept = [t for t in tokens if t in names]
     return Grid.from_order(
-        "-".join(names[t] for t in tokens if t != "cp"),
+        "-".join(names[t] for t in kept),
         rank_offset=offset,
-        **{names[t]: expert_sizes[t] for t in tokens if t != "cp"},
+        **{names[t]: expert_sizes[t] for t in kept},
     )
 
 
@@ -206,6 +269,7 @@ def _pipelines_agree(
     dense: Grid,
     expert: Grid,
     moe: bool,
+    gtp_pp_last: bool,
 ) -> bool:
     """True if both grids put pipeline stages on the same ranks; raise if that matters (MoE)."""
     pp = sizes["pp"]
@@ -213,6 +277,8 @@ def _pipelines_agree(
         return True
     after = tokens[tokens.index("pp") + 1 :]
     pp_outermost = all(sizes[t] == 1 and expert_sizes[t] == 1 for t in after)
+    if sizes["gtp"] > 1 or expert_sizes["egtp"] > 1:
+        pp_outermost = gtp_pp_last
     dense_stride = dense.strides[dense.axes.index("pp")]
     expert_stride = expert.strides[expert.axes.index("pp")]
     if not moe:
@@ -221,7 +287,8 @@ def _pipelines_agree(
         raise TopologyError(
             f"edp({expert_sizes['dp']}) must equal dp({sizes['dp']}) when pp is not the "
             f"outermost axis of order {order!r}; put pp last in the order or make "
-            f"etp * ep = tp * cp"
+            f"{_product('etp', 'ep', 'egtp', sizes=expert_sizes)} = "
+            f"{_product('tp', 'cp', 'gtp', sizes=sizes)}"
         )
     if dense_stride != expert_stride:
         raise TopologyError(
@@ -229,6 +296,11 @@ def _pipelines_agree(
             f"{dense_stride} vs {expert_stride} in order {order!r}); put pp last in the order"
         )
     return True
+
+
+def _product(*names: str, sizes: dict[str, int]) -> str:
+    """``etp * ep``, with the GTP factor when it is larger than 1 (``etp * ep * egtp``)."""
+    return " * ".join(n for n in names if not n.endswith("gtp") or sizes[n] > 1)
 
 
 def _stages(name: str, stages: object, pp: int) -> tuple[int, ...]:
