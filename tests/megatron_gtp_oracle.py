@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-# Run as a script, this folder is sys.path[0], and its `torch/` (the torch tests) would shadow torch.
+# Run as a script, this folder is sys.path[0]: its `torch/` (the torch tests) would shadow torch.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(__file__)]
 
 import torch  # noqa: E402

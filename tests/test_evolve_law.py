@@ -193,6 +193,8 @@ def test_to_dict_holds_the_given_values_and_the_full_order() -> None:
         "hcp_sizes": None,
         "embedding_stages": [0, -1],
         "position_embedding_stages": [0],
+        "gtp": 1,
+        "egtp": 1,
     }
     assert Topology(8, tp=2, dp=4, etp=1).to_dict()["dp"] == 4
 

@@ -126,10 +126,13 @@ def test_megatron_names_map_to_their_row(topo: Topology) -> None:
 @LAWS
 @given(ANY)
 def test_kinds_are_the_rows_that_apply_in_table_order(topo: Topology) -> None:
-    """kinds lists each applying row's kinds in table order: dist-opt rows need instances > 1."""
+    """kinds lists each applying row's kinds in table order: dist-opt rows need instances > 1,
+    GTP rows their GTP size > 1."""
     expected: list[str] = []
     for spec in TABLE:
         if spec.needs == "dist_opt_instances" and topo.dist_opt_instances == 1:
+            continue
+        if spec.needs in ("gtp", "egtp") and getattr(topo, spec.needs) == 1:
             continue
         if spec.needs == "dp_split" and not splits_dp(topo):
             continue
@@ -147,9 +150,12 @@ def test_kinds_are_the_rows_that_apply_in_table_order(topo: Topology) -> None:
 def test_table_holds_every_kind_once_in_creation_order() -> None:
     """The table's rows are Megatron's creation order (the order Topology.kinds keeps)."""
     assert [spec.name for spec in TABLE] == [
+        "gtp",
         "dp-cp",
         "intra-dp-cp",
         "dp",
+        "gtp-dp",
+        "gtp-dp-cp",
         "cp",
         "hcp-<level>",
         "tp-pp",
@@ -160,13 +166,16 @@ def test_table_holds_every_kind_once_in_creation_order() -> None:
         "tp-dp-cp",
         "tp-dp",
         "tp-cp",
+        "egtp",
         "ep",
         "etp",
         "etp-ep",
         "etp-ep-pp",
+        "etp-ep-egtp-pp",
         "edp",
         "intra-edp",
         "inter-edp",
+        "egtp-edp",
         "intra-dist-opt",
         "dp-shard",
         "dp-replicate",
@@ -193,8 +202,11 @@ def test_derived_views_come_from_the_table() -> None:
 def test_megatron_names_are_pinned() -> None:
     """Megatron's short names map as in parallel_state (golden table)."""
     assert dict(MEGATRON_NAMES) == {
+        "gtp_remat": "gtp",
         "dp_cp": "dp-cp",
         "intra_dp_cp": "intra-dp-cp",
+        "gtp_remat_dp": "gtp-dp",
+        "gtp_remat_dp_cp": "gtp-dp-cp",
         "mp": "tp-pp",
         "embd": "embedding",
         "pos_embd": "position-embedding",
@@ -204,10 +216,13 @@ def test_megatron_names_are_pinned() -> None:
         "tp_cp": "tp-cp",
         "expt_tp": "etp",
         "tp_ep": "etp-ep",
+        "expt_gtp_remat": "egtp",
         "tp_ep_pp": "etp-ep-pp",
+        "tp_ep_gtp_remat_pp": "etp-ep-egtp-pp",
         "expt_dp": "edp",
         "intra_expt_dp": "intra-edp",
         "inter_dist_opt": "inter-edp",
+        "ep_gtp_remat_dp": "egtp-edp",
         "intra_dist_opt": "intra-dist-opt",
     }
 

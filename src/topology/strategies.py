@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from math import gcd, prod
 
 try:  # a missing hypothesis names the extra that installs it
+    from hypothesis import assume
     from hypothesis import strategies as st
     from hypothesis.errors import InvalidArgument
 except ModuleNotFoundError as error:
@@ -30,6 +31,7 @@ except ModuleNotFoundError as error:
     ) from error
 
 from ._args import divisors
+from ._errors import TopologyError
 from ._layout.grid import Grid
 from ._megatron.kinds import TABLE, canonical_kind
 from ._megatron.topology import Topology
@@ -40,6 +42,7 @@ _AXIS_POOL = ("tp", "cp", "ep", "dp", "pp", "x", "y", "z")
 _DEFAULT_ORDER = ("tp", "cp", "ep", "dp", "pp")
 _DIST_OPT_KINDS = tuple(s.name for s in TABLE if s.needs == "dist_opt_instances")
 _ALWAYS_KINDS = tuple(s.name for s in TABLE if s.needs is None)
+_GTP_KINDS = {s.name: s.needs for s in TABLE if s.needs in ("gtp", "egtp")}
 
 
 def _check_int(name: str, value: object, low: int) -> int:
@@ -121,13 +124,15 @@ def topologies(
     max_rank_offset: int = 16,
     max_vpp: int = 4,
     max_hcp_levels: int = 3,
+    gtp: bool = True,
 ) -> st.SearchStrategy[Topology]:
     """Valid :class:`~topology.Topology` values over at most ``max_world_size`` ranks.
 
     Sizes are drawn as bounded factors of the world, the order as a permutation of Megatron's
     five tokens (sometimes without its size-1 tokens), and the expert sizes (etp, ep), the
-    hierarchical cp levels, the distributed-optimizer instances, vpp, the embedding stages and
-    the rank offset among the values that keep the layout valid.
+    hierarchical cp levels, the distributed-optimizer instances, vpp, the embedding stages,
+    the rank offset and Megatron's GTP sizes (gtp, egtp: factors of dp and edp) among the values
+    that keep the layout valid.
 
     Args:
         max_world_size: the largest world size.
@@ -138,6 +143,7 @@ def topologies(
         max_rank_offset: the largest ``rank_offset``.
         max_vpp: the largest virtual pipeline size drawn when pp > 1.
         max_hcp_levels: the most hierarchical cp levels.
+        gtp: allow Megatron's GTP axes (gtp or egtp > 1); False keeps both 1.
 
     >>> topologies(max_world_size=8).example().world_size <= 8  # doctest: +SKIP
     True
@@ -150,18 +156,22 @@ def topologies(
         max_rank_offset,
         max_vpp,
         max_hcp_levels,
+        gtp,
     )
 
 
-def _required(kinds: tuple[str, ...] | None, max_hcp_levels: int) -> tuple[int, bool]:
-    """(minimum hcp levels, dist-opt instances needed) for ``kinds``; raise on unknown kinds."""
-    levels, dist_opt = 0, False
+def _required(kinds: tuple[str, ...] | None, max_hcp_levels: int) -> tuple[int, bool, set[str]]:
+    """(minimum hcp levels, dist-opt instances needed, GTP sizes that must exceed 1) for
+    ``kinds``; raise on unknown kinds."""
+    levels, dist_opt, gtp_axes = 0, False, set()
     for kind in kinds or ():
         if not isinstance(kind, str):
             raise InvalidArgument(f"kinds must be kind names like 'tp', got {kind!r}")
         name = canonical_kind(kind)
         if name in _DIST_OPT_KINDS:
             dist_opt = True
+        elif name in _GTP_KINDS:
+            gtp_axes.add(str(_GTP_KINDS[name]))
         elif name.startswith("hcp-") and name[4:].isdigit():
             levels = max(levels, int(name[4:]) + 1)
         elif name not in _ALWAYS_KINDS:
@@ -170,7 +180,30 @@ def _required(kinds: tuple[str, ...] | None, max_hcp_levels: int) -> tuple[int, 
         raise InvalidArgument(
             f"kinds need {levels} hierarchical cp levels but max_hcp_levels={max_hcp_levels}"
         )
-    return levels, dist_opt
+    if dist_opt and gtp_axes:
+        raise InvalidArgument(
+            f"kinds {kinds!r} need distributed-optimizer instances and a GTP axis, which "
+            "Megatron does not combine"
+        )
+    return levels, dist_opt, gtp_axes
+
+
+def _gtp_choices(
+    given: dict[str, object], dp: int, edp: int, needed: set[str]
+) -> list[tuple[int, int]]:
+    """The (gtp, egtp) pairs that keep ``given`` valid, (1, 1) first, among factors of dp and
+    edp; only those larger than 1 where ``needed`` says so."""
+    choices = []
+    for g in divisors(dp):
+        for e in divisors(edp):
+            if ("gtp" in needed and g == 1) or ("egtp" in needed and e == 1):
+                continue
+            try:
+                Topology(**{**given, "gtp": g, "egtp": e})  # type: ignore[arg-type]
+            except TopologyError:
+                continue
+            choices.append((g, e))
+    return choices
 
 
 def _expert_fits(order: Sequence[str], dense: dict[str, int], expert: dict[str, int]) -> bool:
@@ -196,6 +229,7 @@ def _topologies(
     max_rank_offset: int,
     max_vpp: int,
     max_hcp_levels: int,
+    gtp: bool,
 ) -> Topology:
     _check_int("max_world_size", max_world_size, 1)
     _check_int("max_size", max_size, 1)
@@ -204,7 +238,11 @@ def _topologies(
     _check_int("max_hcp_levels", max_hcp_levels, 0)
     if not isinstance(moe, bool):
         raise InvalidArgument(f"moe must be a bool, got {moe!r}")
-    min_levels, need_dist_opt = _required(kinds, max_hcp_levels)
+    if not isinstance(gtp, bool):
+        raise InvalidArgument(f"gtp must be a bool, got {gtp!r}")
+    min_levels, need_dist_opt, need_gtp = _required(kinds, max_hcp_levels)
+    if need_gtp and not gtp:
+        raise InvalidArgument(f"kinds {kinds!r} need a GTP axis but gtp=False")
     budget = max_world_size
     instances = 1
     if need_dist_opt:
@@ -244,7 +282,7 @@ def _topologies(
         if keep:
             order = keep
 
-    if not need_dist_opt:
+    if not need_dist_opt and not need_gtp:
         instances = draw(st.sampled_from(divisors(gcd(dp * cp, edp))))
 
     hcp_sizes: tuple[int, ...] | None = None
@@ -271,21 +309,32 @@ def _topologies(
         embedding = tuple(draw(stages))
         position = tuple(draw(stages))
 
+    given: dict[str, object] = {
+        "world_size": world,
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "ep": ep,
+        "etp": None if etp == tp and not draw(st.booleans()) else etp,
+        "vpp": vpp,
+        "order": "-".join(order),
+        "rank_offset": draw(st.integers(0, max_rank_offset)),
+        "dist_opt_instances": instances,
+        "hcp_sizes": hcp_sizes,
+        "embedding_stages": embedding,
+        "position_embedding_stages": position,
+    }
+    g, e = 1, 1
+    if gtp and instances == 1 and (need_gtp or draw(st.booleans())):
+        # sampled_from shrinks toward its first choice, (1, 1): no GTP axis.
+        choices = _gtp_choices(given, dp, edp, need_gtp)
+        assume(choices)
+        g, e = draw(st.sampled_from(choices))
     return Topology(
-        world,
-        tp=tp,
-        pp=pp,
-        cp=cp,
-        ep=ep,
-        etp=None if etp == tp and not draw(st.booleans()) else etp,
-        dp=None if not draw(st.booleans()) else dp,
-        vpp=vpp,
-        order="-".join(order),
-        rank_offset=draw(st.integers(0, max_rank_offset)),
-        dist_opt_instances=instances,
-        hcp_sizes=hcp_sizes,
-        embedding_stages=embedding,
-        position_embedding_stages=position,
+        **given,  # type: ignore[arg-type]
+        dp=None if not draw(st.booleans()) else dp // g,
+        gtp=g,
+        egtp=e,
     )
 
 

@@ -154,8 +154,6 @@ def validate_topology(
     sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp, "gtp": gtp, "egtp": 1}
     expert_sizes = {"tp": etp, "ep": ep, "dp": edp, "pp": pp, "cp": 1, "gtp": 1, "egtp": egtp}
     tokens = _order_tokens(order, sizes, expert_sizes)
-    # Megatron 0.19 reads "pp-last" off the order as given; GTP layouts follow it strictly.
-    gtp_pp_last = (gtp > 1 or egtp > 1) and order.lower().endswith("pp")
     order = "-".join(tokens)
     dense_tokens = [t for t in tokens if t not in ("ep", "egtp")]
     dense = Grid.from_order(
@@ -164,9 +162,7 @@ def validate_topology(
     # GTP layouts follow Megatron's checks strictly: both grids must share the pipeline.
     moe = ep > 1 or etp != tp or gtp > 1 or egtp > 1
     expert_grid = _expert_grid(tokens, expert_sizes, offset)
-    agree = _pipelines_agree(
-        order, tokens, sizes, expert_sizes, dense, expert_grid, moe, gtp_pp_last
-    )
+    agree = _pipelines_agree(order, tokens, sizes, expert_sizes, dense, expert_grid, moe)
     expert = expert_grid if agree else None
 
     return Resolved(
@@ -269,16 +265,14 @@ def _pipelines_agree(
     dense: Grid,
     expert: Grid,
     moe: bool,
-    gtp_pp_last: bool,
 ) -> bool:
     """True if both grids put pipeline stages on the same ranks; raise if that matters (MoE)."""
     pp = sizes["pp"]
     if pp == 1:
         return True
     after = tokens[tokens.index("pp") + 1 :]
+    # Megatron reads "pp last" off the order string; size-1 axes after pp change no group.
     pp_outermost = all(sizes[t] == 1 and expert_sizes[t] == 1 for t in after)
-    if sizes["gtp"] > 1 or expert_sizes["egtp"] > 1:
-        pp_outermost = gtp_pp_last
     dense_stride = dense.strides[dense.axes.index("pp")]
     expert_stride = expert.strides[expert.axes.index("pp")]
     if not moe:
