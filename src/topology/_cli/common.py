@@ -64,6 +64,8 @@ _LAYOUT_FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("ep", ("--ep", "--expert-model-parallel-size"), "expert-parallel size"),
     ("etp", ("--etp", "--expert-tensor-parallel-size"), "expert tensor-parallel size (default tp)"),
     ("dp", ("--dp",), "data-parallel size (derived; checked if given)"),
+    ("gtp", ("--gtp",), "Megatron's gtp_remat_size: dense GTP (weight-remat) axis size"),
+    ("egtp", ("--egtp",), "Megatron's expert_gtp_remat_size: expert GTP axis size"),
     (
         "vpp",
         ("--vpp", "--virtual-pipeline-model-parallel-size"),
@@ -91,6 +93,8 @@ _TOPOLOGY_SCHEMA = {
     "order": "text",
     "rank_offset": "offset",
     "dist_opt_instances": "size",
+    "gtp": "size",
+    "egtp": "size",
     "hcp_sizes": "sizes?",
     "embedding_stages": "stages",
     "position_embedding_stages": "stages",

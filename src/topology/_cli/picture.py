@@ -39,7 +39,7 @@ Cell = tuple[int, str, int]
 
 
 def label(topo: Topology, rank: int) -> str:
-    """``t1 p0 d3`` (with ``c``/``e`` when cp / ep > 1) for ``rank``.
+    """``t1 p0 d3`` (with ``c``/``e``/``g``/``eg`` when cp / ep / gtp / egtp > 1) for ``rank``.
 
     >>> label(Topology(16, tp=2, pp=4), 5)
     't1 p1 d0'
@@ -53,6 +53,10 @@ def label(topo: Topology, rank: int) -> str:
                 parts.append(f"e{expert.get('ep', 0)}")
         elif axis != "cp" or topo.cp > 1:
             parts.append(f"{letter}{dense[axis]}")
+    if topo.gtp > 1:
+        parts.insert(1, f"g{dense['gtp']}")
+    if topo.egtp > 1:
+        parts.append(f"eg{expert['egtp']}")
     return " ".join(parts)
 
 

@@ -77,6 +77,7 @@ def _sizes(topo: Topology) -> dict[str, int]:
         "pp": topo.pp,
         "etp": topo.etp,
         "edp": topo.edp,
+        **{name: size for name, size in (("gtp", topo.gtp), ("egtp", topo.egtp)) if size > 1},
     }
 
 
