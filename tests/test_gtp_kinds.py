@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from topology import Topology, TopologyError
 from topology.strategies import topologies
 
-GTP = topologies(max_world_size=64, kinds=["gtp"])
-EGTP = topologies(max_world_size=64, kinds=["egtp"])
-ANY = topologies(max_world_size=64)
+GTP = topologies(max_world_size=64, kinds=["gtp"], gtp=True)
+EGTP = topologies(max_world_size=64, kinds=["egtp"], gtp=True)
+ANY = topologies(max_world_size=64, gtp=True)
 LAWS = settings(max_examples=60, deadline=None)
 
 # Each GTP kind and the plain kind (grid, axes) it widens by its GTP axis.

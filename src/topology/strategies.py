@@ -124,15 +124,15 @@ def topologies(
     max_rank_offset: int = 16,
     max_vpp: int = 4,
     max_hcp_levels: int = 3,
-    gtp: bool = True,
+    gtp: bool = False,
 ) -> st.SearchStrategy[Topology]:
     """Valid :class:`~topology.Topology` values over at most ``max_world_size`` ranks.
 
     Sizes are drawn as bounded factors of the world, the order as a permutation of Megatron's
     five tokens (sometimes without its size-1 tokens), and the expert sizes (etp, ep), the
     hierarchical cp levels, the distributed-optimizer instances, vpp, the embedding stages,
-    the rank offset and Megatron's GTP sizes (gtp, egtp: factors of dp and edp) among the values
-    that keep the layout valid.
+    the rank offset and, with ``gtp=True``, Megatron's GTP sizes (gtp, egtp: factors of dp and
+    edp) among the values that keep the layout valid.
 
     Args:
         max_world_size: the largest world size.
@@ -143,7 +143,8 @@ def topologies(
         max_rank_offset: the largest ``rank_offset``.
         max_vpp: the largest virtual pipeline size drawn when pp > 1.
         max_hcp_levels: the most hierarchical cp levels.
-        gtp: allow Megatron's GTP axes (gtp or egtp > 1); False keeps both 1.
+        gtp: also draw Megatron's GTP axes (gtp or egtp > 1); False (the default) keeps both 1,
+            so the layouts are those of megatron-core 0.16.
 
     >>> topologies(max_world_size=8).example().world_size <= 8  # doctest: +SKIP
     True
