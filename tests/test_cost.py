@@ -604,3 +604,14 @@ def test_model_file_round_trips_through_a_path(tmp_path: Path) -> None:
     path.write_text(json.dumps(SMALL.to_dict()))
     assert load_model(str(path)) == SMALL
     assert load_model(path) == SMALL
+
+
+def test_estimate_refuses_gtp_it_does_not_model() -> None:
+    """A layout with Megatron's GTP axes is refused, not priced as if gtp were dp."""
+    message = (
+        "estimate does not model Megatron's GTP axes yet (gtp 2, egtp 1: weight all-gathers, "
+        "batches split over gtp); estimate the layout without them, e.g. "
+        "attrs.evolve(topology, gtp=1, egtp=1)"
+    )
+    with pytest.raises(TopologyError, match=f"^{re.escape(message)}$"):
+        estimate(Topology(16, tp=2, gtp=2, pp=2), Cluster(8), TOY_WORKLOAD, TOY_GPU)

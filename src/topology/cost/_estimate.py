@@ -229,7 +229,8 @@ def estimate(
     slowest link; the dimension costs what its slowest group costs.
 
     Raises:
-        TopologyError: if an argument has the wrong type, the global batch does not split into
+        TopologyError: if an argument has the wrong type, the topology has a GTP axis (not
+            modelled yet), the global batch does not split into
             whole micro-batches per replica, the layers do not split over ``pp * vpp`` chunks,
             the rank map holds fewer than ``rank_offset + world_size`` ranks, or the figures
             overflow floating point.
@@ -272,6 +273,12 @@ def _inputs(
 ) -> Workload:
     """Check the arguments of :func:`estimate` and return the workload."""
     topo = check_instance("topology", topology, Topology, "a Topology, e.g. Topology(8, tp=2)")
+    if topo.gtp > 1 or topo.egtp > 1:
+        raise TopologyError(
+            f"estimate does not model Megatron's GTP axes yet (gtp {topo.gtp}, egtp {topo.egtp}: "
+            "weight all-gathers, batches split over gtp); estimate the layout without them, "
+            "e.g. attrs.evolve(topology, gtp=1, egtp=1)"
+        )
     if not isinstance(where, RankMap | Cluster):
         try:
             check_instance("cluster", where, Cluster, "a Cluster, e.g. Cluster(gpus_per_node=8)")
