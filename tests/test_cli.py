@@ -76,6 +76,21 @@ def test_show_labels_cp_and_ep_when_used() -> None:
     assert "r3 t0 p0 d1 c1 e1" in done.stdout, done.stdout
 
 
+def test_gtp_flags_give_the_gtp_kinds() -> None:
+    """--gtp / --egtp reach the Topology: show names the sizes, the kinds and g/eg in cells,
+    groups and rank answer the GTP kinds."""
+    flags = ["-w", "16", "--tp", "2", "--gtp", "2", "--pp", "2", "--egtp", "2"]
+    topo = Topology(16, tp=2, gtp=2, pp=2, egtp=2)
+    data = run_json("show", *flags)
+    assert Topology.from_dict(data["topology"]) == topo
+    assert (data["sizes"]["gtp"], data["sizes"]["egtp"], data["sizes"]["dp"]) == (2, 2, 2)
+    assert list(data["kinds"]) == list(topo.kinds) and "egtp-edp" in data["kinds"]
+    assert data["cells"][2]["label"] == "t0 g1 p0 d0 eg1"
+    groups = run_json("groups", "dp-gtp", *flags)
+    assert [tuple(g) for g in groups["groups"]] == list(topo.groups("gtp-dp"))
+    assert run_json("rank", "5", *flags)["groups"]["gtp"]["ranks"] == [5, 7]
+
+
 def test_show_writes_svg(tmp_path: Path) -> None:
     """show --svg writes a well-formed SVG with one cell per rank."""
     import xml.etree.ElementTree as ET

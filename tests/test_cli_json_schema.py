@@ -67,6 +67,21 @@ DOCS_EXAMPLES = _docs_examples()
 
 MORE_EXAMPLES = [
     ["show", "-w", "8", "--cp", "2", "--ep", "2", "--json"],
+    ["show", "-w", "16", "--tp", "2", "--gtp", "2", "--ep", "2", "--egtp", "2", "--json"],
+    [
+        "check",
+        "-w",
+        "32",
+        "--gtp",
+        "2",
+        "--egtp",
+        "2",
+        "--ep",
+        "2",
+        "--gpus-per-node",
+        "8",
+        "--json",
+    ],
     ["groups", "embedding", "-w", "16", "--pp", "4", "--limit", "2", "--json"],
     ["groups", "tp", "-w", "4096", "--tp", "8", "--full", "--json"],
     ["rank", "777777", "-w", str(1 << 20), "--tp", "8", "--pp", "8", "--json"],
