@@ -32,7 +32,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from tests.torch.world import run_world
 from topology import TopologyError
-from topology_torch.compat import _megatron_install as mi
+from topology_torch.compat.megatron import _install as mi
 from topology_torch.compat import megatron as facade
 
 WORLD = 8
@@ -528,5 +528,5 @@ def test_every_global_megatron_fills_is_filled_and_emptied() -> None:
         assert ps._PIPELINE_GLOBAL_RANKS == [3, 7]
         assert ps._global_process_group_list[0] is None
         ps.destroy_model_parallel()
-        assert all(getattr(ps, name) is None for name in mi._GLOBALS)
+        assert all(getattr(ps, name) is None for name in mi.filled_globals())
         assert ps._global_process_group_list is None

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from topology import Grid, TopologyError
 
-from ._errors import FacadeAssertionError, FacadeRuntimeError
+from .._errors import FacadeAssertionError, FacadeRuntimeError
 
 __all__ = ["RankGenerator", "generate_masked_orthogonal_rank_groups"]
 
