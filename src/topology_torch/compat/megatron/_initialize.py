@@ -138,7 +138,7 @@ def initialize_model_parallel(
         pg_options=made.options,
     )
     if 1 in (gtp_remat_size, expert_gtp_remat_size):
-        make_singleton(strategy)  # Megatron's GTP groups of size 1
+        make_singleton()  # Megatron's GTP groups of size 1 (made on first use)
     if virtual_pipeline_model_parallel_size is not None:
         overrides["vpp_rank"] = 0
     if use_sharp:

@@ -131,14 +131,12 @@ destroy_hooks: list[Callable[[], None]] = []
 _extras: list[ProcessGroups] = []
 
 
-def make_singleton(strategy: str) -> None:
-    """Make the group of each rank alone (SPMD: every rank, as ``initialize_model_parallel``).
-
-    Megatron 0.19 makes one per rank for its GTP axes of size 1; ours is created lazily by the
-    first :func:`singleton` call under ``local``, by one ``split_group`` under ``split``.
-    """
+def make_singleton() -> None:
+    """Prepare the group of each rank alone (Megatron 0.19 makes one per rank for its GTP axes
+    of size 1). No collective and no ``new_group`` here: :func:`singleton` makes this rank's on
+    first use, entered by this rank only."""
     grid = Grid.from_sizes(world=dist.get_world_size(), alone=1)
-    _extras.append(ProcessGroups.create(grid, kinds=("alone",), gloo=(), strategy=strategy))
+    _extras.append(ProcessGroups.create(grid, kinds=("alone",), gloo=(), agree=False))
 
 
 def singleton() -> Any:
