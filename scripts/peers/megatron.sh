@@ -1,26 +1,44 @@
 #!/usr/bin/env bash
-# Megatron-LM's own tests/unit_tests/test_parallel_state.py (tag core_v0.16.1, 8 ranks, gloo on
-# CPU) against our façade ("ours") and against megatron-core itself ("peer").
+# Megatron-LM's own tests/unit_tests/test_parallel_state.py (8 ranks, gloo on CPU) for one
+# megatron-core version, against Megatron itself ("peer"), Megatron with our install() ("installed")
+# and our façade as parallel_state ("ours").
 #
-#   scripts/peers/megatron.sh [ours|peer|both] [WORKTREE]
+#   scripts/peers/megatron.sh [ours|peer|installed|all] [VERSION] [pytest args]
 #
-# WORKTREE is a Megatron-LM checkout; by default core_v0.16.1 is extracted from
-# /work/.mirror/NVIDIA+Megatron-LM/repo into /tmp/megatron-lm-core_v0.16.1. Only the launch is
-# adapted (scripts/peers/megatron_harness.py: gloo instead of NCCL, no device binding, the
-# peer's conftest replaced by its session cleanup); the peer's test files run unchanged.
-# "peer" needs megatron-core importable (.venv has it: pip install --no-deps megatron-core==0.16.1).
-# Extra arguments after WORKTREE go to pytest (e.g. -k rank_generator). Not part of CI.
+# VERSION is 0.16.1 (default; the one in .venv), 0.17.1, 0.18.2 or 0.19.2; the test files come from
+# the matching tag (core_v0.16.1, core_v0.17.1, core_v0.18.2, core_v0.19.0: 0.19.2 has no tag and
+# the same parallel_state) of /work/.mirror/NVIDIA+Megatron-LM/repo ($MEGATRON_MIRROR), extracted
+# to /tmp/megatron-lm-tests-TAG ($MEGATRON_TREE). megatron-core itself is the installed package
+# for 0.16.1, else .venv/oracles/megatron-core-VERSION on PYTHONPATH (ORACLE=1 scripts/setup.sh
+# unpacks them). Only the launch is adapted (scripts/peers/megatron_harness.py: gloo instead of
+# NCCL, no device binding, the peer's conftest replaced by its session cleanup, a stub for a
+# training module 0.19's test utilities import); the peer's test files run unchanged. Each run
+# takes minutes; $PEER_TIMEOUT (seconds, default 1800) bounds it. Not part of CI.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-target="${1:-both}"
-tag="core_v0.16.1"
-tree="${2:-/tmp/megatron-lm-$tag}"
+target="${1:-all}"
+version="${2:-0.16.1}"
 shift $(( $# > 2 ? 2 : $# ))
+case "$version" in
+  0.16.1 | 0.17.1 | 0.18.2) tag="core_v$version" ;;
+  0.19.2) tag="core_v0.19.0" ;;
+  *) echo "VERSION must be 0.16.1, 0.17.1, 0.18.2 or 0.19.2, got $version" >&2; exit 2 ;;
+esac
+tree="${MEGATRON_TREE:-/tmp/megatron-lm-tests-$tag}"
 mirror="${MEGATRON_MIRROR:-/work/.mirror/NVIDIA+Megatron-LM/repo}"
 if [[ ! -f "$tree/tests/unit_tests/test_parallel_state.py" ]]; then
   mkdir -p "$tree"
-  git --git-dir="$mirror" archive "$tag" megatron tests pyproject.toml | tar -x -C "$tree"
+  git --git-dir="$mirror" archive "$tag" tests/__init__.py tests/unit_tests/__init__.py \
+    tests/unit_tests/test_utilities.py tests/unit_tests/test_parallel_state.py | tar -x -C "$tree"
+fi
+oracle=""
+if [[ "$version" != 0.16.1 ]]; then
+  oracle="$repo/.venv/oracles/megatron-core-$version"
+  if [[ ! -f "$oracle/megatron/core/parallel_state.py" ]]; then
+    echo "$oracle is missing; run ORACLE=1 scripts/setup.sh" >&2
+    exit 2
+  fi
 fi
 python="$repo/.venv/bin/python"
 torchrun="$repo/.venv/bin/torchrun"
@@ -29,22 +47,22 @@ run() {  # run TARGET [pytest args]: the suite on 8 ranks, then the tally
   local who="$1"
   shift
   local results
-  results="$(mktemp -d -t "megatron-$who.XXXX")"
+  results="$(mktemp -d -t "megatron-$version-$who.XXXX")"
   local port
   port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   (
     cd "$tree"
-    PEER_TARGET="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 \
-    PYTHONPATH="$here:$repo/src:$tree${PYTHONPATH:+:$PYTHONPATH}" \
+    PEER_TARGET="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 NO_VCS_VERSION=1 \
+    PYTHONPATH="$here:$repo/src${oracle:+:$oracle}:$tree${PYTHONPATH:+:$PYTHONPATH}" \
       timeout "${PEER_TIMEOUT:-1800}" "$torchrun" --nproc-per-node 8 --master-port "$port" \
       -m pytest tests/unit_tests/test_parallel_state.py -p megatron_harness --noconftest \
       -p no:cacheprovider -o addopts= -q -W ignore "$@" >"$results/log.txt" 2>&1
   ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
-  "$python" "$here/tally.py" "$results" "$who"
+  "$python" "$here/tally.py" "$results" "megatron-core $version, $who"
 }
 
 case "$target" in
-  ours | peer) run "$target" "$@" ;;
-  both) run peer "$@"; run ours "$@" ;;
-  *) echo "usage: $0 [ours|peer|both] [WORKTREE] [pytest args]" >&2; exit 2 ;;
+  ours | peer | installed) run "$target" "$@" ;;
+  all) run peer "$@"; run installed "$@"; run ours "$@" ;;
+  *) echo "usage: $0 [ours|peer|installed|all] [VERSION] [pytest args]" >&2; exit 2 ;;
 esac

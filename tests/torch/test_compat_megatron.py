@@ -5,6 +5,7 @@ module globals Megatron's tests read."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -175,3 +176,159 @@ def _all_gather_and_amax(rank: int, world_size: int) -> None:
 def test_separate_all_gather_group_and_amax_groups() -> None:
     """create_all_gather_group makes a second dp-cp communicator; amax groups are Megatron's."""
     run_world(4, _all_gather_and_amax)
+
+
+# -- megatron-core 0.19's API on the façade -----------------------------------------------------
+
+
+def _fake(rank: int = 3, world_size: int = 8) -> None:
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+
+
+def test_gtp_getters_without_gtp_answer_as_megatron_0_19() -> None:
+    """At gtp 1 the GTP group is this rank alone, its size 1, and with_gtp_remat changes nothing."""
+    _fake()
+    try:
+        assert megatron.get_gtp_weight_remat_world_size() == 0  # before initialization
+        assert megatron.get_gtp_weight_remat_group(check_initialized=False) is None
+        megatron.initialize_model_parallel(2, 2)
+        for group, ranks in (
+            (megatron.get_gtp_weight_remat_group(), megatron.get_gtp_weight_remat_global_ranks()),
+            (
+                megatron.get_expert_gtp_weight_remat_group(),
+                megatron.get_expert_gtp_weight_remat_global_ranks(),
+            ),
+        ):
+            assert dist.get_process_group_ranks(group) == ranks == [3]
+        assert megatron.get_gtp_weight_remat_world_size() == 1
+        assert megatron.get_expert_gtp_weight_remat_rank() == 0
+        assert megatron._GTP_WEIGHT_REMAT_GROUP is megatron.get_gtp_weight_remat_group()
+        plain = megatron.get_data_parallel_group(with_gtp_remat=False)
+        assert megatron.get_data_parallel_group() is plain
+        assert megatron._DATA_PARALLEL_GROUP_WITH_GTP_REMAT is plain
+        assert megatron.get_expert_data_parallel_group() is megatron.get_expert_data_parallel_group(
+            with_gtp_remat=False
+        )
+        assert (
+            megatron.get_expert_tensor_model_pipeline_parallel_group(with_egtp_remat=True)
+            is megatron.get_expert_tensor_model_pipeline_parallel_group()
+        )
+        megatron.destroy_model_parallel()
+        assert megatron._GTP_WEIGHT_REMAT_GROUP is None
+    finally:
+        dist.destroy_process_group()
+
+
+def test_create_all_gather_groups_makes_second_communicators() -> None:
+    """0.18's create_all_gather_groups: dp-cp (and edp with ep > 1) ranks, new communicators."""
+    _fake()
+    try:
+        with pytest.raises(FacadeRuntimeError, match="requires parallel state"):
+            megatron.create_all_gather_groups()
+        megatron.initialize_model_parallel(2, expert_model_parallel_size=2)
+        dense, expert = megatron.create_all_gather_groups(for_expert_parallelism=True)
+        regular = megatron.get_data_parallel_group(with_context_parallel=True)
+        assert dense is not regular
+        assert dist.get_process_group_ranks(dense) == dist.get_process_group_ranks(regular)
+        edp = megatron.get_expert_data_parallel_group()
+        assert expert is not edp
+        assert dist.get_process_group_ranks(expert) == dist.get_process_group_ranks(edp)
+        assert megatron.create_all_gather_groups()[1] is None  # no expert group unless asked
+        megatron.destroy_model_parallel()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_arguments_our_groups_cannot_span_are_refused() -> None:
+    """rank_offset and a smaller local_world_size are refused with the fix; the world's size is
+    accepted."""
+    _fake()
+    try:
+        with pytest.raises(FacadeAssertionError, match=r"rank_offset=4 .* leave rank_offset=0"):
+            megatron.initialize_model_parallel(rank_offset=4)
+        with pytest.raises(FacadeAssertionError, match=r"local_world_size=4 .* None or 8"):
+            megatron.initialize_model_parallel(local_world_size=4)
+        megatron.initialize_model_parallel(local_world_size=8)
+        megatron.destroy_model_parallel()
+    finally:
+        dist.destroy_process_group()
+
+
+ORACLE_0_19 = Path(__file__).resolve().parents[2] / ".venv/oracles/megatron-core-0.19.2"
+
+GENERATORS_0_19 = """
+import json, random, sys
+import megatron.core.parallel_state as ps
+random.seed(int(sys.argv[1]))
+out = []
+for _ in range(60):
+    sizes = {n: random.choice([1, 2, 3]) for n in ("tp", "dp", "pp")}
+    ep = random.choice([1, 2])
+    cp = 1 if ep > 1 else random.choice([1, 2])
+    names = ["tp", "cp", "ep", "dp", "pp"]
+    random.shuffle(names)
+    order = ps._inject_gtp_remat_axis("-".join(names), after=random.choice(["tp", "ep"]))
+    g = random.choice([1, 2, 3])
+    kw = dict(sizes, ep=ep, cp=cp, order=order, rank_offset=random.choice([0, 4]), gtp_remat=g)
+    gen = ps.RankGenerator(**kw)
+    tokens = ["tp", "dp", "pp", "gtp_remat", "gtp_remat-dp", "tp-gtp_remat-pp"]
+    tokens.append("tp-ep-gtp_remat-pp")
+    ranks = {t: gen.get_ranks(t) for t in tokens if set(t.split("-")) <= set(gen.order.split("-"))}
+    ranks["get_gtp_ranks"] = gen.get_gtp_ranks(g)
+    out.append([kw, gen.order, ranks])
+print(json.dumps(out))
+"""
+
+
+def test_rank_generator_with_gtp_equals_megatron_0_19() -> None:
+    """RankGenerator(gtp_remat=...) gives 0.19.2's groups (60 generators, in a subprocess)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if not (ORACLE_0_19 / "megatron/core/parallel_state.py").is_file():
+        pytest.skip("megatron-core 0.19.2 is not unpacked (bash scripts/setup.sh does it)")
+    env = {**os.environ, "PYTHONPATH": str(ORACLE_0_19), "NO_VCS_VERSION": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", GENERATORS_0_19, "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for kwargs, order, ranks in json.loads(done.stdout):
+        ours = megatron.RankGenerator(**kwargs)
+        assert ours.order == order, kwargs
+        for token, groups in ranks.items():
+            if token == "get_gtp_ranks":
+                assert ours.get_gtp_ranks(kwargs["gtp_remat"]) == groups, kwargs
+            else:
+                assert ours.get_ranks(token) == groups, (kwargs, token)
+
+
+def test_gtp_widens_the_data_parallel_getters() -> None:
+    """gtp_remat_size=2: the GTP group has 2 ranks and with_gtp_remat (the default) doubles dp."""
+    import inspect
+
+    from topology import Topology
+
+    if "gtp" not in inspect.signature(Topology).parameters:
+        pytest.skip("Topology has no gtp axis yet (the gtp-core branch adds it)")
+    _fake()
+    try:
+        megatron.initialize_model_parallel(2, gtp_remat_size=2, expert_gtp_remat_size=2)
+        assert megatron.get_gtp_weight_remat_world_size() == 2
+        assert megatron.get_expert_gtp_weight_remat_world_size() == 2
+        assert megatron.get_data_parallel_world_size() == 4
+        assert megatron.get_data_parallel_world_size(with_gtp_remat=False) == 2
+        assert megatron.get_expert_data_parallel_world_size(with_gtp_remat=False) == 2
+        with pytest.raises(FacadeAssertionError, match="gloo"):
+            megatron.get_data_parallel_group_gloo()  # GTP makes no gloo companions
+        megatron.destroy_model_parallel()
+    finally:
+        dist.destroy_process_group()

@@ -32,8 +32,8 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from tests.torch.world import run_world
 from topology import TopologyError
-from topology_torch.compat import _megatron_install as mi
 from topology_torch.compat import megatron as facade
+from topology_torch.compat.megatron import _install as mi
 
 WORLD = 8
 
@@ -528,5 +528,175 @@ def test_every_global_megatron_fills_is_filled_and_emptied() -> None:
         assert ps._PIPELINE_GLOBAL_RANKS == [3, 7]
         assert ps._global_process_group_list[0] is None
         ps.destroy_model_parallel()
-        assert all(getattr(ps, name) is None for name in mi._GLOBALS)
+        assert all(getattr(ps, name) is None for name in mi.filled_globals())
         assert ps._global_process_group_list is None
+
+
+@pytest.mark.usefixtures("installed")
+def test_the_facades_own_destroy_leaves_megatron_uninitialized() -> None:
+    """compat.megatron.destroy_model_parallel() after install() empties Megatron's globals too."""
+    with fake_world():
+        ps.initialize_model_parallel(tensor_model_parallel_size=2)
+        facade.destroy_model_parallel()
+        assert not ps.model_parallel_is_initialized() and not ps.is_initialized()
+        assert all(getattr(ps, name) is None for name in mi.filled_globals())
+        ps.initialize_model_parallel(tensor_model_parallel_size=2)  # and it initializes again
+        assert ps.get_tensor_model_parallel_world_size() == 2
+        ps.destroy_model_parallel()
+
+
+@pytest.mark.usefixtures("installed")
+def test_sizes_that_do_not_fit_raise_runtime_error_before_already_initialized() -> None:
+    """With our groups alive, sizes that do not fit are Megatron's RuntimeError first."""
+    with fake_world():
+        ps.initialize_model_parallel()
+        with pytest.raises(RuntimeError, match=r"world_size \(8\) is not divisible"):
+            ps.initialize_model_parallel(tensor_model_parallel_size=16)
+        with pytest.raises(RuntimeError, match="virtual_pipeline_model_parallel_size"):
+            ps.initialize_model_parallel(virtual_pipeline_model_parallel_size=2)
+        with pytest.raises(AssertionError, match="already initialized"):
+            ps.initialize_model_parallel()
+        ps.destroy_model_parallel()
+
+
+def test_sizes_that_do_not_fit_raise_runtime_error_over_megatrons_own_groups() -> None:
+    """Megatron's own groups alive, then install(): bad sizes still raise RuntimeError first."""
+    with fake_world():
+        ps.initialize_model_parallel(create_gloo_process_groups=False)  # no gloo under fake
+        facade.install()
+        try:
+            with pytest.raises(RuntimeError, match=r"world_size \(8\) is not divisible"):
+                ps.initialize_model_parallel(pipeline_model_parallel_size=16)
+            with pytest.raises(AssertionError, match="already initialized"):
+                ps.initialize_model_parallel()
+        finally:
+            ps.destroy_model_parallel()
+            facade.uninstall()
+
+
+def test_install_fills_exactly_what_megatron_assigns() -> None:
+    """The globals install() fills are read from the installed initialize_model_parallel."""
+    facade.install()
+    try:
+        assert set(mi.filled_globals()) == set(
+            mi.assigned_globals(ps.initialize_model_parallel.__wrapped__)
+        )
+        assert "_DATA_PARALLEL_GROUP_WITH_CP_AG" in mi.filled_globals()  # 0.16.1 has it
+    finally:
+        facade.uninstall()
+
+
+def test_install_refuses_a_megatron_that_sets_an_unknown_global(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A future initialize_model_parallel that assigns a global we cannot fill is refused."""
+
+    def initialize_model_parallel(tensor_model_parallel_size: int = 1) -> None:
+        global _FUTURE_GROUP
+        _FUTURE_GROUP = tensor_model_parallel_size
+
+    monkeypatch.setattr(ps, "initialize_model_parallel", initialize_model_parallel)
+    with pytest.raises(TopologyError, match=r"sets _FUTURE_GROUP, which install\(\) does not"):
+        facade.install()
+    assert not mi.is_installed()
+
+
+# -- megatron-core 0.19.2, in a subprocess (two megatron versions cannot share one) --------------
+
+ORACLE_0_19 = Path(__file__).resolve().parents[2] / ".venv/oracles/megatron-core-0.19.2"
+
+COMPARE_0_19 = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+import megatron.core.parallel_state as ps
+from megatron.core.package_info import __version__
+from topology_torch.compat import megatron as facade
+from topology_torch.compat.megatron import _install as mi
+
+def describe(value):
+    if isinstance(value, dist.ProcessGroup):
+        return {"group": dist.get_process_group_ranks(value)}
+    if isinstance(value, (list, tuple)):
+        return [describe(v) for v in value]
+    return value
+
+layout, rank = json.loads(sys.argv[1]), int(sys.argv[2])
+layout["create_gloo_process_groups"] = False  # the fake backend makes no gloo groups
+dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=8)
+names = mi.assigned_globals(ps.initialize_model_parallel)
+ps.initialize_model_parallel(**layout)
+megatron = {name: describe(getattr(ps, name)) for name in names}
+ps.destroy_model_parallel()
+facade.install()
+ps.initialize_model_parallel(**layout)
+ours = {name: describe(getattr(ps, name)) for name in names}
+filled = list(mi.filled_globals())
+getters = [ps.get_gtp_weight_remat_world_size(), ps.get_expert_gtp_weight_remat_world_size(),
+           describe(ps.get_data_parallel_group())]
+ps.destroy_model_parallel()
+after = [name for name in names if getattr(ps, name) is not None]
+facade.uninstall()
+print(json.dumps({"version": __version__, "names": list(names), "filled": filled,
+                  "megatron": megatron, "ours": ours, "getters": getters, "after": after}))
+"""
+
+LAYOUTS_0_19: dict[str, dict[str, Any]] = {
+    "tp2-pp2": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2},
+    "tp2-cp2-ep2-etp1": {
+        "tensor_model_parallel_size": 2,
+        "context_parallel_size": 2,
+        "expert_model_parallel_size": 2,
+        "expert_tensor_parallel_size": 1,
+    },
+    "dist-opt2": {"num_distributed_optimizer_instances": 2},
+    "gtp2-egtp2": {
+        "tensor_model_parallel_size": 2,
+        "gtp_remat_size": 2,
+        "expert_model_parallel_size": 2,
+        "expert_gtp_remat_size": 2,
+    },
+}
+
+
+def compare_0_19(layout: dict[str, Any], rank: int) -> dict[str, Any]:
+    """One fake rank under megatron-core 0.19.2: its globals under its groups and under ours."""
+    import os
+    import subprocess
+
+    if not (ORACLE_0_19 / "megatron/core/parallel_state.py").is_file():
+        pytest.skip("megatron-core 0.19.2 is not unpacked (bash scripts/setup.sh does it)")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{ORACLE_0_19}{os.pathsep}{root / 'src'}"}
+    env["NO_VCS_VERSION"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", COMPARE_0_19, json.dumps(layout), str(rank)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS_0_19))
+def test_megatron_0_19_globals_under_install_equal_its_own(name: str) -> None:
+    """Under 0.19.2, install() fills exactly the globals its initialize_model_parallel sets,
+    each with the same ranks on every rank, and destroy empties them."""
+    if (
+        "gtp_remat_size" in LAYOUTS_0_19[name]
+        and "gtp" not in inspect.signature(__import__("topology").Topology).parameters
+    ):
+        pytest.skip("Topology has no gtp axis yet (the gtp-core branch adds it)")
+    for rank in (0, 5):
+        result = compare_0_19(LAYOUTS_0_19[name], rank)
+        assert result["version"] == "0.19.2"
+        assert sorted(result["filled"]) == sorted(result["names"])
+        assert "_GTP_WEIGHT_REMAT_GROUP" in result["names"]
+        assert "_DATA_PARALLEL_GROUP_WITH_CP_AG" not in result["names"]
+        for global_name, expected in result["megatron"].items():
+            assert result["ours"][global_name] == expected, (name, rank, global_name)
+        assert result["after"] == [], (name, rank)

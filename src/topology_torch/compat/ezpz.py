@@ -46,7 +46,7 @@ from topology import Topology
 from .. import _default
 from .._process_groups import ProcessGroups, require_initialized
 from ._errors import FacadeAssertionError, NotInitializedError, as_assertion, owned_groups
-from ._megatron_globals import View, group_view, ranks_view
+from ._views import View, group_view, ranks_view
 
 __all__ = [
     "destroy_tensor_parallel",

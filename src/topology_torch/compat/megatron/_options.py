@@ -23,8 +23,8 @@ import torch.distributed as dist
 
 from topology import Topology, TopologyError
 
-from .._process_groups import ProcessGroups
-from ._errors import FacadeRuntimeError
+from ..._process_groups import ProcessGroups
+from .._errors import FacadeRuntimeError
 
 __all__ = [
     "KINDS",

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from topology import Grid, TopologyError
 
-from ._errors import FacadeAssertionError, FacadeRuntimeError
+from .._errors import FacadeAssertionError, FacadeRuntimeError
 
 __all__ = ["RankGenerator", "generate_masked_orthogonal_rank_groups"]
 
@@ -64,7 +64,8 @@ def generate_masked_orthogonal_rank_groups(
 
 
 class RankGenerator:
-    """Megatron's rank generator: groups of any combination of tp, cp, ep, dp and pp.
+    """Megatron's rank generator: groups of any combination of tp, cp, ep, dp and pp (and
+    0.19's ``gtp_remat``).
 
     ``order`` lists axes innermost first; axes of size 1 it omits are appended. Attributes are
     Megatron's (``tp``, ``ep``, ``dp``, ``pp``, ``cp``, ``rank_offset``, ``world_size``,
@@ -83,7 +84,15 @@ class RankGenerator:
     """
 
     def __init__(
-        self, tp: int, ep: int, dp: int, pp: int, cp: int, order: str, rank_offset: int = 0
+        self,
+        tp: int,
+        ep: int,
+        dp: int,
+        pp: int,
+        cp: int,
+        order: str,
+        rank_offset: int = 0,
+        gtp_remat: int = 1,
     ) -> None:
         if ep != 1 and cp != 1:
             raise FacadeAssertionError(
@@ -95,12 +104,15 @@ class RankGenerator:
         self.dp = dp
         self.pp = pp
         self.cp = cp
+        self.gtp_remat = gtp_remat
         self.rank_offset = rank_offset
-        self.world_size = tp * dp * pp * cp * ep
+        self.world_size = tp * dp * pp * cp * ep * gtp_remat
         self.name_to_size = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp}
         given = order
         order = order.lower()
         tokens = order.split("-")
+        if gtp_remat != 1 or "gtp_remat" in tokens:  # 0.19's axis; 0.16's order without it
+            self.name_to_size["gtp_remat"] = gtp_remat
         for name, size in self.name_to_size.items():
             if name in tokens:
                 continue
@@ -114,7 +126,8 @@ class RankGenerator:
         unknown = [t for t in order.split("-") if t not in self.name_to_size]
         if unknown:
             raise TopologyError(
-                f"order {given!r} names unknown axis {unknown[0]!r}; use tp, cp, ep, dp and pp"
+                f"order {given!r} names unknown axis {unknown[0]!r}; "
+                "use tp, cp, ep, dp, pp and gtp_remat"
             )
         self.ordered_size = [self.name_to_size[t] for t in order.split("-")]
         self._grid = Grid.from_order(order, rank_offset=rank_offset, **self.name_to_size)
@@ -141,6 +154,21 @@ class RankGenerator:
         mask = self.get_mask(self.order, token)
         axes = [a for a, flag in zip(self.order.split("-"), mask, strict=True) if flag]
         return [list(group) for group in self._grid.groups(*axes)]
+
+    def get_gtp_ranks(self, gtp_remat_size: int) -> list[list[int]]:
+        """Megatron 0.19's GTP weight-sharding groups (singletons when ``gtp_remat_size`` is 1).
+
+        Raises:
+            FacadeAssertionError: ``gtp_remat_size`` is not this generator's ``gtp_remat``.
+        """
+        if gtp_remat_size != self.gtp_remat:
+            raise FacadeAssertionError(
+                f"gtp_remat axis size ({self.gtp_remat}) != requested gtp_remat_size "
+                f"({gtp_remat_size}); ask for the generator's own size"
+            )
+        if "gtp_remat" not in self.name_to_size:
+            return [[r + self.rank_offset] for r in range(self.world_size)]
+        return self.get_ranks("gtp_remat")
 
     def __repr__(self) -> str:
         return f"RankGenerator({self._grid})"

@@ -10,23 +10,22 @@ Megatron's is None).
 >>> GLOBALS["_MPU_TENSOR_MODEL_PARALLEL_WORLD_SIZE"](None, {"tp_size": 4})
 4
 
-The view makers :func:`group_view` and :func:`ranks_view` serve every façade whose peer keeps its
-groups in module globals (``compat.ezpz`` too).
+The view makers live in :mod:`topology_torch.compat._views` (``compat.ezpz`` uses them too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch.distributed as dist
 
-from .._process_groups import ProcessGroups
-from ._errors import topology_of
+from ..._process_groups import ProcessGroups
+from .._errors import topology_of
+from .._views import View, group_view, member, ranks_view
+from ._install import published_value
 
-__all__ = ["GLOBALS", "View", "group_view", "ranks_view"]
-
-View = Callable[[ProcessGroups | None, Mapping[str, int | None]], Any]
+__all__ = ["GLOBALS"]
 
 # global holding a group -> our kind
 _GROUPS = {
@@ -88,15 +87,6 @@ _OVERRIDDEN = {
 }
 
 
-def _member(groups: ProcessGroups | None, kind: str) -> bool:
-    return groups is not None and kind in groups.kinds and groups.has_group(kind)
-
-
-def group_view(kind: str) -> View:
-    """The global holding this rank's group of ``kind``: None before initialization."""
-    return lambda groups, _: groups.group(kind) if groups and _member(groups, kind) else None
-
-
 def _partial(kinds: tuple[str, str]) -> View:
     def view(groups: ProcessGroups | None, overrides: Mapping[str, int | None]) -> Any:
         if groups is None:
@@ -109,7 +99,7 @@ def _partial(kinds: tuple[str, str]) -> View:
 
 def _gloo(kind: str) -> View:
     def view(groups: ProcessGroups | None, _: Mapping[str, int | None]) -> Any:
-        if groups is None or not _member(groups, kind):
+        if groups is None or not member(groups, kind):
             return None
         try:
             return groups.gloo_group(kind)
@@ -117,11 +107,6 @@ def _gloo(kind: str) -> View:
             return None
 
     return view
-
-
-def ranks_view(kind: str) -> View:
-    """The global holding the global ranks of this rank's ``kind`` group (a list), or None."""
-    return lambda groups, _: list(groups.ranks(kind)) if groups and _member(groups, kind) else None
 
 
 def _overridden(name: str) -> View:
@@ -152,6 +137,25 @@ def _vpp_size(groups: ProcessGroups | None, overrides: Mapping[str, int | None])
     return value if value is not None or groups is None else topology_of(groups).vpp
 
 
+# 0.19's GTP globals: computed as install() fills them into Megatron's module
+_GTP_GLOBALS = (
+    "_GTP_WEIGHT_REMAT_GROUP",
+    "_GTP_WEIGHT_REMAT_GLOBAL_RANKS",
+    "_EXPERT_GTP_WEIGHT_REMAT_GROUP",
+    "_EXPERT_GTP_WEIGHT_REMAT_GLOBAL_RANKS",
+    "_DATA_PARALLEL_GROUP_WITH_GTP_REMAT",
+    "_DATA_PARALLEL_GROUP_WITH_CP_WITH_GTP_REMAT",
+    "_INTRA_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP_WITH_GTP_REMAT",
+    "_EXPERT_DATA_PARALLEL_GROUP_WITH_GTP_REMAT",
+    "_INTRA_PARTIAL_EXPERT_DATA_PARALLEL_GROUP_WITH_GTP_REMAT",
+    "_EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP_WITH_EGTP",
+)
+
+
+def _installed(name: str) -> View:
+    return lambda groups, _: None if groups is None else published_value(name, groups)
+
+
 GLOBALS: dict[str, View] = {
     **{name: group_view(kind) for name, kind in _GROUPS.items()},
     **{name: _partial(kinds) for name, kinds in _PARTIAL.items()},
@@ -162,4 +166,5 @@ GLOBALS: dict[str, View] = {
     "_HIERARCHICAL_CONTEXT_PARALLEL_GROUPS": _hierarchical,
     "_INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP": _intra_instance,
     "_VIRTUAL_PIPELINE_MODEL_PARALLEL_WORLD_SIZE": _vpp_size,
+    **{name: _installed(name) for name in _GTP_GLOBALS},
 }
