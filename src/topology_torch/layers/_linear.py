@@ -114,7 +114,8 @@ class ColumnParallelLinear(nn.Module):
         bias: whether to add a bias.
         gather_output: return the full output (else this rank's output features).
         init_type: one of the 13 :data:`INIT_TYPES`, or a function filling a tensor in place;
-            the master weight is drawn from the global generator, so seed every rank equally.
+            the master weight is drawn in fp32 on the CPU from the global generator (seed
+            every rank equally) and only this rank's slice is copied to ``device``.
         stride: interleave the partition (for fused weights such as QKV).
         lora_rank: add ``B @ A`` (A ``(r, in)`` replicated, B ``(out / tp, r)`` zero at start).
         group: the tp group; ``None`` means ``topology_torch.current().group("tp")``.
