@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 import torch.distributed as dist
@@ -67,13 +68,9 @@ def before(full: tuple[int, int], bias: bool, tp: int) -> float:
 
 def after(build: Callable[..., torch.nn.Module]) -> float:
     """The layer now, on ``meta`` with the master drawn on the CPU (an accelerator's path)."""
-    saved = _init.draw_device
-    _init.draw_device = lambda like: torch.device("cpu")  # type: ignore[assignment]
-    try:
-        with DeviceBytes("meta") as seen:
-            layer = build(device="meta", dtype=torch.bfloat16, group=dist.group.WORLD)
-    finally:
-        _init.draw_device = saved  # type: ignore[assignment]
+    on_cpu = mock.patch.object(_init, "draw_device", lambda like: torch.device("cpu"))
+    with on_cpu, DeviceBytes("meta") as seen:
+        layer = build(device="meta", dtype=torch.bfloat16, group=dist.group.WORLD)
     return seen.peak / shard_bytes(layer.parameters())
 
 

@@ -27,12 +27,12 @@ from torch.utils._pytree import tree_flatten
 __all__ = ["DeviceBytes"]
 
 
-class DeviceBytes(TorchDispatchMode):
+class DeviceBytes(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """While active, ``live`` is the bytes of the storages created on ``device``; ``peak`` its
     maximum. Storages made before the block are not counted."""
 
     def __init__(self, device: str | torch.device) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.device = torch.device(device)
         self.live = 0
         self.peak = 0

@@ -11,9 +11,9 @@ Ranks come from a ``fake`` world (construction moves no data).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -44,15 +44,9 @@ def _layers() -> dict[str, Callable[..., nn.Module]]:
     }
 
 
-@contextmanager
-def drawn_on(rule: Callable[[torch.Tensor], torch.device]) -> Iterator[None]:
+def drawn_on(rule: Callable[[torch.Tensor], torch.device]) -> Any:
     """Replace the draw-device rule of ``layers/_init.py`` while the block runs."""
-    saved = _init.draw_device
-    _init.draw_device = rule  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        _init.draw_device = saved  # type: ignore[assignment]
+    return mock.patch.object(_init, "draw_device", rule)
 
 
 def peak_ratio(
@@ -62,7 +56,7 @@ def peak_ratio(
     with drawn_on(rule), DeviceBytes("meta") as seen:
         layer = build(device="meta", dtype=torch.bfloat16, group=dist.group.WORLD, **kw)
     shard = sum(p.numel() * p.element_size() for p in layer.parameters())
-    return seen.peak / shard
+    return float(seen.peak / shard)
 
 
 def on_cpu(like: torch.Tensor) -> torch.device:
