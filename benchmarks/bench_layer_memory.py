@@ -63,7 +63,7 @@ def before(full: tuple[int, int], bias: bool, tp: int) -> float:
         torch.nn.init.xavier_normal_(master)
         weight.copy_(master.narrow(0, 0, part))
         del master
-    return seen.peak / shard_bytes(made)
+    return float(seen.peak / shard_bytes(made))
 
 
 def after(build: Callable[..., torch.nn.Module]) -> float:
@@ -71,7 +71,7 @@ def after(build: Callable[..., torch.nn.Module]) -> float:
     on_cpu = mock.patch.object(_init, "draw_device", lambda like: torch.device("cpu"))
     with on_cpu, DeviceBytes("meta") as seen:
         layer = build(device="meta", dtype=torch.bfloat16, group=dist.group.WORLD)
-    return seen.peak / shard_bytes(layer.parameters())
+    return float(seen.peak / shard_bytes(layer.parameters()))
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ and every CUDA-only check print SKIP, and it exits 0 unless something fails.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import sys
@@ -81,8 +82,8 @@ def world(bound: bool) -> Iterator[None]:
     if bound and not CUDA:
         raise Skip("binding needs NCCL on CUDA")
     with tempfile.TemporaryDirectory() as folder:
-        store = dist.FileStore(os.path.join(folder, "store"), 1)
-        extra = {"device_id": DEVICE} if bound else {}
+        store = dist.FileStore(os.path.join(folder, "store"), 1)  # type: ignore[attr-defined]
+        extra: dict[str, Any] = {"device_id": DEVICE} if bound else {}
         dist.init_process_group(BACKEND, store=store, rank=0, world_size=1, **extra)
         try:
             yield
@@ -128,7 +129,7 @@ def strategy(name: str) -> str:
 def section_a(bound: bool) -> None:
     for name in STRATEGIES:
         label = f"{'bound' if bound else 'unbound'} strategy {name}"
-        run("a", label, lambda name=name: strategy(name))  # type: ignore[misc]
+        run("a", label, functools.partial(strategy, name))
 
 
 # -- (b) Megatron's own parallel_state under install() --------------------------------------
@@ -136,7 +137,7 @@ def section_a(bound: bool) -> None:
 
 def megatron_state() -> Any:
     try:
-        from megatron.core import parallel_state
+        from megatron.core import parallel_state  # type: ignore[import-untyped]
     except Exception as error:
         raise Skip(f"megatron.core does not import ({type(error).__name__}: {error})") from None
     return parallel_state
@@ -371,7 +372,7 @@ def memory(name: str, build: Callable[[dict[str, Any]], nn.Module]) -> str:
 def main() -> int:
     print(f"torch {torch.__version__}, device {DEVICE}, backend {BACKEND}", flush=True)
     if CUDA:
-        print(f"GPU {torch.cuda.get_device_name(0)}, NCCL {torch.cuda.nccl.version()}")
+        print(f"GPU {torch.cuda.get_device_name(0)}, NCCL {torch.cuda.nccl.version()}")  # type: ignore[no-untyped-call]
     for bound in (True, False):
         label = "bound" if bound else "unbound"
         try:
@@ -387,7 +388,7 @@ def main() -> int:
         except Skip as why:
             record("a-d", label, "SKIP", str(why))
     for name, build in BIG:
-        run("e", f"build {name} bf16 tp 8 rank 0", lambda n=name, b=build: memory(n, b))
+        run("e", f"build {name} bf16 tp 8 rank 0", functools.partial(memory, name, build))
     failed = [row for row in ROWS if row[2] == "FAIL"]
     width = max(len(row[1]) for row in ROWS)
     print(f"\n{'':3} {'check':{width}}  result  detail")
