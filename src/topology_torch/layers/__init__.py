@@ -1,11 +1,13 @@
 """Model-parallel layers whose shards equal the single-process ``torch.nn`` layer by construction.
 
-Each layer initialises the full master weight from the global torch generator (seed every rank
-equally) and keeps its slice, so ``master_weight`` is the weight ``nn.Linear`` / ``nn.Embedding``
-would use. ``group=None`` means ``topology_torch.current().group("tp")``; a group of one rank
-costs no collective. Embedding ids outside ``[0, num_embeddings)`` raise
-:class:`IdOutOfRangeError`, a ``TopologyError`` that is also an ``IndexError`` (what
-``nn.Embedding`` raises), at every tp.
+Each layer draws the full master weight in fp32 on the CPU from the global torch generator (seed
+every rank equally with ``torch.manual_seed``) and copies only its slice, cast to the layer's
+dtype, to the layer's device: building a layer costs its shard there, never the master (on
+``meta`` nothing is drawn). So ``master_weight`` is the weight ``nn.Linear`` / ``nn.Embedding``
+would use, drawn on the CPU with the same seed, whatever device the layer lives on.
+``group=None`` means ``topology_torch.current().group("tp")``; a group of one rank costs no
+collective. Embedding ids outside ``[0, num_embeddings)`` raise :class:`IdOutOfRangeError`, a
+``TopologyError`` that is also an ``IndexError`` (what ``nn.Embedding`` raises), at every tp.
 
 >>> import torch
 >>> from topology_torch.ops import _SingleRank

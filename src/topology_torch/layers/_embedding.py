@@ -29,6 +29,8 @@ from ._init import (
     choose_init,
     gather_master,
     initialize_model_parallel_affine_weight_,
+    new_master,
+    to_param,
 )
 from ._linear import _divisible, _no_adapter_yet, lora_scaling
 
@@ -146,10 +148,10 @@ class ParallelEmbedding(nn.Module):
         rank = check_size("lora_rank", rank)
         scaling = lora_scaling(rank, alpha)
         _no_adapter_yet(self)
-        master = torch.empty(rank, self.num_embeddings, device=self.weight.device)
+        master = new_master(rank, self.num_embeddings, like=self.weight)
         if master.device.type != "meta":
             nn.init.kaiming_normal_(master, a=5**0.5)
-        self.lora_a = nn.Parameter(master.to(self.weight.dtype))
+        self.lora_a = nn.Parameter(to_param(master, self.weight).to(device=self.weight.device))
         self.lora_b = nn.Parameter(self.weight.new_zeros(self.weight.shape[1], rank))
         self.lora_rank, self.lora_scaling = rank, scaling
         return self

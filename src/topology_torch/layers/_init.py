@@ -1,4 +1,13 @@
-"""Initialise a full master weight from one seed and keep this rank's (strided) slice of it."""
+"""Initialise a full master weight from one seed and keep this rank's (strided) slice of it.
+
+Every master is drawn on the CPU from its global generator (seed every rank equally with
+``torch.manual_seed``), in fp32, whatever device the layer lives on; only this rank's slice,
+cast to the layer's dtype on the CPU, is copied to the layer's device. So a layer at tp = t
+costs its shard on an accelerator during construction (never the full master), and its shards
+are the slices of the master ``torch.nn`` draws on the CPU from the same seed, on every device.
+A ``meta`` weight has no values: its master is drawn on ``meta`` (no time, no generator draw).
+This is Megatron's ``use_cpu_initialization`` rule and fairscale's.
+"""
 
 from __future__ import annotations
 
@@ -22,11 +31,14 @@ __all__ = [
     "Initializer",
     "_initialize_affine_weight",
     "choose_init",
+    "draw_device",
     "gather_master",
     "init_master_",
     "initialize_model_parallel_affine_weight_",
+    "new_master",
     "shard",
     "to_master_order",
+    "to_param",
     "to_rank_order",
 ]
 
@@ -91,6 +103,34 @@ def choose_init(init_type: object, init_method: object) -> Initializer:
             "given; pass only one of them"
         )
     return init_method  # type: ignore[return-value]
+
+
+def draw_device(like: torch.Tensor) -> torch.device:
+    """Where the master of a parameter like ``like`` is drawn: the CPU, or ``meta`` for a meta one.
+
+    >>> import torch
+    >>> draw_device(torch.empty(2, device="meta")).type, draw_device(torch.empty(2)).type
+    ('meta', 'cpu')
+    """
+    return like.device if like.device.type == "meta" else torch.device("cpu")
+
+
+def new_master(*shape: int, like: torch.Tensor) -> torch.Tensor:
+    """An uninitialised fp32 master of ``shape`` for a parameter like ``like`` (see the module).
+
+    >>> import torch
+    >>> new_master(2, 3, like=torch.empty(1, dtype=torch.bfloat16)).dtype
+    torch.float32
+    """
+    return torch.empty(*shape, dtype=torch.float32, device=draw_device(like))
+
+
+def to_param(local: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``local`` (a slice of a master) cast to ``like``'s dtype on its own device, contiguous.
+
+    The cast happens before the copy to ``like``'s device, so that device never holds fp32.
+    """
+    return local.to(dtype=like.dtype).contiguous()
 
 
 def init_master_(master: torch.Tensor, init_type: Initializer) -> torch.Tensor:
@@ -236,9 +276,11 @@ def initialize_model_parallel_affine_weight_(
     ``init_type`` is one of :data:`INIT_TYPES` or a function filling a tensor in place (such as
     ``torch.nn.init.normal_``, fairscale's ``init_method``), applied to the whole master.
 
-    Every rank draws the same master from the global torch generator (seed it equally on every
-    rank with ``torch.manual_seed``), in fp32 on ``weight``'s device, and keeps the slice
-    :func:`shard` gives it along ``partition_dim`` (0 for column-, 1 for row-parallel).
+    Every rank draws the same master from the global CPU generator (seed it equally on every
+    rank with ``torch.manual_seed``), in fp32 on the CPU whatever ``weight``'s device, and
+    copies only the slice :func:`shard` gives it along ``partition_dim`` (0 for column-, 1 for
+    row-parallel), cast to ``weight``'s dtype: ``weight``'s device never holds more than
+    ``weight``. A ``meta`` weight draws nothing.
 
     Raises:
         TopologyError: an unknown ``init_type``, ``per_partition_size`` that is not the master
@@ -297,11 +339,11 @@ def _affine(
             f"pass per_partition_size={full // size} with sizes divisible by {size}"
         )
     _check_weight(weight, (out_features, in_features), partition_dim, per_partition_size)
-    master = torch.empty(out_features, in_features, dtype=torch.float32, device=weight.device)
+    master = new_master(out_features, in_features, like=weight)
     init_master_(master, init_type)
     local = shard(master, partition_dim, size, group_rank(group), stride)
     with torch.no_grad():
-        weight.copy_(local)
+        weight.copy_(to_param(local, weight))
     return master
 
 
@@ -319,10 +361,10 @@ def _initialize_affine_weight(
 ) -> torch.Tensor | None:
     """fairscale's name and signature for :func:`initialize_model_parallel_affine_weight_`.
 
-    Draws the full master with ``init_method`` (from the global generator: seed every rank
-    equally), copies this rank's slice into ``weight`` and returns the master when
-    ``return_master_weight`` (else None). ``per_partition_size`` is this rank's share of the
-    partitioned dim, as in fairscale.
+    Draws the full master with ``init_method`` (fp32, on the CPU, from the global generator:
+    seed every rank equally), copies this rank's slice into ``weight`` and returns the master
+    (on the CPU, as fairscale's) when ``return_master_weight`` (else None).
+    ``per_partition_size`` is this rank's share of the partitioned dim, as in fairscale.
 
     >>> import torch
     >>> from topology_torch.ops import _SingleRank

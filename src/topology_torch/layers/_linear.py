@@ -30,8 +30,10 @@ from ._init import (
     gather_master,
     init_master_,
     initialize_model_parallel_affine_weight_,
+    new_master,
     shard,
     to_master_order,
+    to_param,
     to_rank_order,
 )
 
@@ -73,9 +75,8 @@ def _init_bias(
         return
     with torch.no_grad():
         if init_type == "biased_normal":
-            full = torch.empty(1, n, device=bias.device)
-            init_master_(full, "normal")
-            bias.copy_(shard(full, 1, dim_size, rank, stride)[0])
+            full = init_master_(new_master(1, n, like=bias), "normal")
+            bias.copy_(to_param(shard(full, 1, dim_size, rank, stride)[0], bias))
         else:
             bias.zero_()
 
@@ -84,11 +85,11 @@ def _new_lora_a(
     rank_r: int, in_features: int, size: int, rank: int, stride: int, like: torch.Tensor
 ) -> nn.Parameter:
     """LoRA A from one full ``(r, in)`` master (kaiming uniform, a=√5), sliced along ``in``."""
-    master = torch.empty(rank_r, in_features, device=like.device)
-    if like.device.type != "meta":
+    master = new_master(rank_r, in_features, like=like)
+    if master.device.type != "meta":
         nn.init.kaiming_uniform_(master, a=math.sqrt(5))
-    local = shard(master, 1, size, rank, stride)
-    return nn.Parameter(local.to(dtype=like.dtype).contiguous())
+    local = to_param(shard(master, 1, size, rank, stride), like)
+    return nn.Parameter(local.to(device=like.device))
 
 
 def _no_adapter_yet(layer: nn.Module) -> None:
@@ -113,7 +114,8 @@ class ColumnParallelLinear(nn.Module):
         bias: whether to add a bias.
         gather_output: return the full output (else this rank's output features).
         init_type: one of the 13 :data:`INIT_TYPES`, or a function filling a tensor in place;
-            the master weight is drawn from the global generator, so seed every rank equally.
+            the master weight is drawn in fp32 on the CPU from the global generator (seed
+            every rank equally) and only this rank's slice is copied to ``device``.
         stride: interleave the partition (for fused weights such as QKV).
         lora_rank: add ``B @ A`` (A ``(r, in)`` replicated, B ``(out / tp, r)`` zero at start).
         group: the tp group; ``None`` means ``topology_torch.current().group("tp")``.
