@@ -22,6 +22,7 @@ from .._datafile import read_data
 from .._errors import TopologyError
 from .._megatron.topology import Topology
 from .._preflight.cluster import Cluster
+from .text import escape_controls
 
 __all__ = [
     "EXIT_FINDINGS",
@@ -132,7 +133,9 @@ class Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        """Print ``topology <cmd>: error: <message>`` and exit 2 (no usage block)."""
+        """Print ``topology <cmd>: error: <message>`` and exit 2 (no usage block); control
+        characters a user typed are escaped."""
+        message = escape_controls(message)
         hint = self._hint(message)
         if hint is not None:
             self.exit(EXIT_INVALID, f"{self.prog}: error: {hint}\n")

@@ -7,11 +7,21 @@ wider) and never breaks inside a word. The width is the terminal's (``COLUMNS`` 
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from collections.abc import Sequence
 
-__all__ = ["LONG_WORD", "MIN_WIDTH", "breakable", "fold", "table", "terminal_width", "wrap"]
+__all__ = [
+    "LONG_WORD",
+    "MIN_WIDTH",
+    "breakable",
+    "escape_controls",
+    "fold",
+    "table",
+    "terminal_width",
+    "wrap",
+]
 
 MIN_WIDTH = 40
 """The narrowest width text is laid out for, whatever the terminal says."""
@@ -158,3 +168,36 @@ def table(
                 parts.append(text.rjust(widths[i]) if aligns[i] == ">" else text.ljust(widths[i]))
             out.append((indent + _GAP.join(parts)).rstrip())
     return out
+
+
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+"""A colour sequence (Select Graphic Rendition): the only escape sequence our colour output
+writes; kept on a terminal, where colour may be on. It changes colours, never moves the cursor,
+sets a title or reaches the clipboard."""
+
+
+def _escape_char(char: str) -> str:
+    return char if char in "\n\t" or char.isprintable() else repr(char)[1:-1]
+
+
+def escape_controls(text: str, *, keep_sgr: bool = False) -> str:
+    """``text`` with every control or format character but newline and tab escaped as ``repr``
+    spells it; with ``keep_sgr``, colour sequences (``ESC [ ... m``) stay.
+
+    >>> escape_controls("rack\\u202e1\\ttab")
+    'rack\\\\u202e1\\ttab'
+    >>> escape_controls("\\x1b[1;31merror\\x1b[0m", keep_sgr=True) == "\\x1b[1;31merror\\x1b[0m"
+    True
+    """
+    if text.replace("\n", "").replace("\t", "").isprintable():
+        return text
+    if not keep_sgr:
+        return "".join(map(_escape_char, text))
+    parts: list[str] = []
+    start = 0
+    for match in _SGR.finditer(text):
+        parts += map(_escape_char, text[start : match.start()])
+        parts.append(match.group())
+        start = match.end()
+    parts += map(_escape_char, text[start:])
+    return "".join(parts)
