@@ -57,7 +57,7 @@ def one_error_line(err: str, *fragments: str) -> None:
         assert fragment in lines[0], lines[0]
 
 
-def allocation(tmp_path: Path, hosts: list[dict[str, Any]], tiers: list[str] = ()) -> str:  # type: ignore[assignment]
+def allocation(tmp_path: Path, hosts: list[dict[str, Any]], tiers: tuple[str, ...] = ()) -> str:
     """An allocation JSON file of ``hosts`` (name, gpus, domains) and tiers named ``tiers``."""
     path = tmp_path / "alloc.json"
     data = {"tiers": [{"name": t} for t in tiers], "hosts": hosts}
@@ -181,7 +181,7 @@ def test_a_closed_stdout_is_exit_2() -> None:
     err = io.StringIO()
     saved = sys.stdout
     try:
-        sys.stdout = None  # type: ignore[assignment]
+        sys.stdout = None
         with contextlib.redirect_stderr(err):
             code = main(["show", "-w", "8"])
     finally:
@@ -220,7 +220,7 @@ HOSTILE = [
 def test_control_characters_in_names_are_printed_escaped(tmp_path: Path, command: str) -> None:
     """Host, tier and domain names with ESC, BEL, CR or a bidi override never reach stdout raw:
     they are printed as repr spells them."""
-    path = allocation(tmp_path, HOSTILE, ["ra\x1b[2Jck"])
+    path = allocation(tmp_path, HOSTILE, ("ra\x1b[2Jck",))
     code, out, _ = invoke(command, "--allocation", path, "-w", "8", "--tp", "4")
     assert code == 0
     assert not any(c in out for c in "\x1b\x07\r\u202e"), repr(out)
