@@ -61,11 +61,12 @@ def wrap(text: str, width: int, indent: str = "", hang: str = "") -> list[str]:
     The first line starts with ``indent``, the others with ``hang``; runs of spaces inside a
     line are kept. A long comma list is written with spaces after its commas
     (:func:`breakable`), so it wraps there; any other word stays whole (it is never split).
+    Control characters are escaped first (:func:`escape_controls`).
 
     >>> wrap("ERROR world-size-mismatch: world_size 16 does not match", 30, hang="      ")
     ['ERROR world-size-mismatch:', '      world_size 16 does not', '      match']
     """
-    text = breakable(text)
+    text = breakable(escape_controls(text))
     lines = textwrap.wrap(
         text,
         width,
@@ -125,7 +126,9 @@ def table(
 
     Columns are separated by two spaces. When the table is too wide, the wrappable columns
     (``wrap_columns``, default all) narrow, widest first, and their cells wrap between words
-    onto extra lines of the row; no column becomes narrower than its longest word.
+    onto extra lines of the row; no column becomes narrower than its longest word. Control
+    characters in a cell are escaped first (:func:`escape_controls`), so widths count what the
+    terminal shows.
 
     Args:
         header: the column titles (an empty string for an untitled column).
@@ -144,7 +147,7 @@ def table(
     ['layout  why', 'tp8     less dp', '        comm than', '        #2']
     """
     columns = len(header)
-    cells = [[str(cell) for cell in row] for row in rows]
+    cells = [[escape_controls(str(cell)) for cell in row] for row in rows]
     aligns = [align[i] if i < len(align) else "<" for i in range(columns)]
     allowed = set(range(columns) if wrap_columns is None else wrap_columns)
     wrappable = [i in allowed for i in range(columns)]
