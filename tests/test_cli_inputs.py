@@ -178,6 +178,38 @@ def test_int_flags_out_of_range_are_one_clear_line(argv: tuple[str, ...], fragme
     assert out == "" and len(err) < 400
 
 
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (("show", "-w", "8", "--tp", "1_6"), "tp must be a positive int in plain digits 0-9"),
+        (("show", "-w", "8", "--tp", "\uff12"), "got '\uff12'"),  # fullwidth 2
+        (("show", "-w", "8", "--tp", "\u0662"), "got '\u0662'"),  # Arabic-Indic 2
+        (("show", "-w", "8", "--tp", "+2"), "got '+2'"),
+        (("show", "-w", "8", "--tp", " 2"), "got ' 2'"),
+        (("show", "-w", "8", "--tp", ""), "got ''"),
+        (("show", "-w", "16", "--cp", "4", "--hcp-sizes", "2,,2"), "got '2,,2'"),
+        (("show", "-w", "16", "--cp", "4", "--hcp-sizes", "2,2,"), "got '2,2,'"),
+        (("show", "-w", "16", "--cp", "4", "--hcp-sizes", "2 2"), "got '2 2'"),
+        (("rank", "1_0", "-w", "16"), "rank must be an int >= 0 in plain digits 0-9"),
+        (("groups", "tp", "-w", "8", "--limit", "\u0663"), "limit must be an int >= 0"),
+        (("show", "--hosts", "n[1-2]", "--gpus-per-host", "\uff18"), "gpus_per_host must be"),
+    ],
+)
+def test_sizes_are_plain_ascii_digits_without_empty_items(
+    argv: tuple[str, ...], fragment: str
+) -> None:
+    """An underscore, a sign, a blank, a non-ASCII digit or an empty list item is exit 2."""
+    code, out, err = invoke(*argv)
+    assert_invalid(code, err, fragment)
+    assert out == ""
+
+
+def test_a_rank_beyond_two_to_the_forty_is_read_with_an_offset() -> None:
+    """rank takes global ranks up to rank_offset + world_size - 1, beyond 2**40."""
+    code, out, _ = invoke("rank", str(LIMIT + 3), "-w", "8", "--rank-offset", str(LIMIT), "--json")
+    assert code == 0 and json.loads(out)["rank"] == LIMIT + 3
+
+
 # -- config values ------------------------------------------------------------------------------
 
 ILL_TYPED = st.one_of(

@@ -275,8 +275,35 @@ def test_layers_needs_divisible_layer_count() -> None:
 
 def test_vp_stage_out_of_range() -> None:
     """A virtual stage beyond vpp is rejected."""
-    with raises("vp_stage 2 is out of range; valid: 0 to 1 (vpp=2)"):
+    with raises("vp_stage 2 is not a virtual stage; valid: an int from 0 to 1 (range(vpp), vpp=2)"):
         Topology(8, pp=2, vpp=2).is_first_stage(0, vp_stage=2)
+
+
+@pytest.mark.parametrize("method", ["is_first_stage", "is_last_stage", "in_embedding"])
+@pytest.mark.parametrize("value", [True, False, "0", 0.0, 2, -1])
+def test_vp_stage_not_a_virtual_stage(method: str, value: object) -> None:
+    """Every method taking vp_stage refuses a bool, a str, a float and an int outside range(vpp),
+    on every rank (also one whose stage holds no embeddings)."""
+    topo = Topology(8, pp=4, vpp=2)
+    for rank in (0, 2, 7):
+        with raises(
+            f"vp_stage {value!r} is not a virtual stage; valid: an int from 0 to 1 "
+            "(range(vpp), vpp=2) or None"
+        ):
+            getattr(topo, method)(rank, vp_stage=value)
+
+
+@pytest.mark.parametrize("method", ["is_first_stage", "is_last_stage", "in_embedding"])
+def test_vp_stage_without_vpp(method: str) -> None:
+    """Without vpp the only virtual stage is 0 (range(1)); 1 is refused, 0 and None agree."""
+    topo = Topology(8, pp=4)
+    for rank in range(8):
+        assert getattr(topo, method)(rank, vp_stage=0) == getattr(topo, method)(rank)
+    with raises(
+        "vp_stage 1 is not a virtual stage; valid: an int from 0 to 0 (range(vpp), vpp=None) "
+        "or None"
+    ):
+        getattr(topo, method)(0, vp_stage=1)
 
 
 # -- from_dict ----------------------------------------------------------------------------------

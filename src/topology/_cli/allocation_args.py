@@ -33,7 +33,7 @@ from .._preflight.allocation.model import Allocation, Host
 from .._preflight.allocation.native_format import read_allocation
 from .._preflight.allocation.rankmap import RankMap
 from .._preflight.allocation.slurm_topology import read_slurm_topology
-from .._preflight.allocation.textfile import lines, read_text
+from .._preflight.allocation.textfile import check_host_name, lines, read_text
 from .._preflight.allocation.topograph import read_topograph
 from .common import CliError, Once, cluster_flags_given, int_type
 
@@ -241,7 +241,8 @@ def host_order_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:
 
     Raises:
         CliError: a line holding more than one name, a host listed twice, no hosts.
-        TopologyError: an unreadable file.
+        TopologyError: an unreadable file (or one that starts with a byte-order mark), a name
+            with a control or format character or hostfile syntax (``check_host_name``).
     """
     path: str | None = getattr(args, "host_order", None)
     if path is None:
@@ -254,6 +255,7 @@ def host_order_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:
             raise CliError(
                 f"{label} line {number} holds {show(content)}; write one host name per line"
             )
+        check_host_name(content, f"{label} line {number}")
         if content in first:
             raise CliError(
                 f"{label} line {number} lists host {show(content)} again (first on line "

@@ -22,6 +22,7 @@ from .._datafile import read_data
 from .._errors import TopologyError
 from .._megatron.topology import Topology
 from .._preflight.cluster import Cluster
+from .text import escape_controls
 
 __all__ = [
     "EXIT_FINDINGS",
@@ -136,7 +137,9 @@ class Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        """Print ``topology <cmd>: error: <message>`` and exit 2 (no usage block)."""
+        """Print ``topology <cmd>: error: <message>`` and exit 2 (no usage block); control
+        characters a user typed are escaped."""
+        message = escape_controls(message)
         hint = self._hint(message)
         if hint is not None:
             self.exit(EXIT_INVALID, f"{self.prog}: error: {hint}\n")
@@ -174,24 +177,39 @@ def _show(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def int_type(name: str, minimum: int = 1) -> Callable[[str], int]:
-    """An argparse ``type`` for an int in ``[minimum, 2**40]`` named ``name`` in its message.
+def _digits(text: str) -> int | None:
+    """``text`` as an int when it is 1 to 30 plain ASCII digits, with an optional leading ``-``;
+    None otherwise (``int()`` would also take ``1_6``, ``+2``, blanks and ``２``/``٢``)."""
+    body = text[1:] if text.startswith("-") else text
+    if not 1 <= len(body) <= 30 or not (body.isascii() and body.isdigit()):
+        return None
+    return int(text)
+
+
+def int_type(name: str, minimum: int = 1, maximum: int = MAX_INT) -> Callable[[str], int]:
+    """An argparse ``type`` for an int in ``[minimum, maximum]`` (default 2**40) named ``name``
+    in its message, spelled in plain ASCII digits (no ``_``, sign, blank or other script).
 
     >>> int_type("tp")("8")
     8
+    >>> int_type("tp")("1_6")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: tp must be a positive int in plain digits 0-9, got '1_6'
     """
+    rule = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+    bound = "2**40 = " if maximum == MAX_INT else ""
 
     def parse(text: str) -> int:
-        rule = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-        try:
-            value = int(text) if len(text) <= 30 else None
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"{name} must be {rule}, got {_show(text)}")
-        if value > MAX_INT:
+        value = _digits(text)
+        if value is None:
             raise argparse.ArgumentTypeError(
-                f"{name} must be at most 2**40 = {MAX_INT}, got {value}"
+                f"{name} must be {rule} in plain digits 0-9, got {_show(text)}"
+            )
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be {rule}, got {_show(text)}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be at most {bound}{maximum}, got {value}"
             )
         return value
 
@@ -200,10 +218,14 @@ def int_type(name: str, minimum: int = 1) -> Callable[[str], int]:
 
 
 def _int_list(text: str) -> list[int]:
-    items = text.replace(",", " ").split()
+    """Sizes separated by commas (``2,4``): every item plain ASCII digits, none empty.
+
+    >>> _int_list("2,4")
+    [2, 4]
+    """
     parse = int_type("each hcp size")
     try:
-        return [parse(item) for item in items]
+        return [parse(item) for item in text.split(",")]
     except argparse.ArgumentTypeError as error:
         raise argparse.ArgumentTypeError(
             f"{error} (expected positive integers separated by commas like '2,4', "

@@ -12,6 +12,7 @@ from .common import (
     abbreviate,
     add_layout_arguments,
     add_output_arguments,
+    int_type,
     topology_from_args,
     write_json,
 )
@@ -41,7 +42,7 @@ def register(subparsers: Any) -> None:
     with_completer(kind, kind_names)
     parser.add_argument(
         "--limit",
-        type=int,
+        type=int_type("limit", minimum=0),
         metavar="N",
         help=f"show at most N groups (default {_LIMIT}); the output says how many it left out",
     )

@@ -18,6 +18,8 @@ from .. import __version__
 from .._errors import TopologyError
 from . import check, completion, groups, place, plan, rank, show, simulate
 from .common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CliError, Parser, one_line
+from .output import GuardedStdout, StdoutError
+from .text import escape_controls
 
 __all__ = ["COMMANDS", "EPILOG", "build_parser", "main"]
 
@@ -68,9 +70,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``topology`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
     Invalid input (``CliError``, ``TopologyError``, a usage error) returns 2 after one line on
-    stderr; any other exception returns 3 after one line inviting a report (the traceback only
-    with ``TOPOLOGY_DEBUG=1``).
+    stderr; so does a stdout that cannot be written (a full disk, a closed stdout), naming the
+    cause. A reader that went away (a broken pipe) ends quietly. Any other exception returns 3
+    after one line inviting a report (the traceback only with ``TOPOLOGY_DEBUG=1``). While the
+    command runs, ``sys.stdout`` is a :class:`GuardedStdout`: control characters in names are
+    printed escaped.
     """
+    stdout = sys.stdout
+    sys.stdout = GuardedStdout(stdout)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _run(argv: Sequence[str] | None) -> int:
     name = "topology"
     try:
         parser = build_parser()
@@ -82,10 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         name = f"topology {args.command}"
         code: int = args.func(args)
+        sys.stdout.flush()  # a full disk shows here, while an error can still be reported
     except SystemExit as done:  # argparse: --help, --version and usage errors
         return done.code if isinstance(done.code, int) else EXIT_OK
     except (CliError, TopologyError) as error:
-        sys.stderr.write(f"{name}: error: {one_line(error)}\n")
+        if isinstance(error, StdoutError):
+            _silence_stdout()
+        sys.stderr.write(f"{name}: error: {escape_controls(one_line(error))}\n")
         return EXIT_INVALID
     except BrokenPipeError:
         _silence_stdout()
@@ -96,8 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("TOPOLOGY_DEBUG") == "1":
             raise
         sys.stderr.write(
-            f"{name}: internal error: {type(error).__name__}: {one_line(error, 500)}; "
-            "please report this with the command line\n"
+            f"{name}: internal error: {type(error).__name__}: "
+            f"{escape_controls(one_line(error, 500))}; please report this with the command line\n"
         )
         return EXIT_INTERNAL
     return code

@@ -29,7 +29,9 @@ import argparse
 import sys
 from typing import Any
 
+from .._preflight.allocation.model import Allocation
 from .._preflight.allocation.rankmap import RankMap
+from .._preflight.allocation.textfile import check_host_name
 from .._preflight.place import Arrangement, place
 from .allocation_args import (
     add_allocation_arguments,
@@ -45,6 +47,7 @@ from .common import (
     topology_from_args,
     write_json,
 )
+from .output import check_output, write_output
 from .show import host_list
 from .simulate import add_preset_arguments
 from .text import table, terminal_width, wrap
@@ -169,24 +172,29 @@ def render(arrangement: Arrangement, order: str, columns: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write(path: str, text: str) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as error:
-        raise CliError(
-            f"cannot write --write-hostfile {path!r}: {error.strerror or error}"
-        ) from None
+def _writable_names(alloc: Allocation) -> None:
+    """Refuse, before placing, a host that a hostfile line cannot hold as itself, so that what
+    ``--write-hostfile`` writes, ``--host-order`` and ``--hostfile`` read back unchanged."""
+    for host in alloc.hosts:
+        check_host_name(host.name, "--write-hostfile")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Place the layout on the allocation; print text or JSON; write the hostfile if asked."""
+    """Place the layout on the allocation; print text or JSON; write the hostfile if asked.
+
+    ``--write-hostfile``'s path and every host name are checked before placing; the file is
+    written before anything is printed.
+    """
+    if args.write_hostfile is not None:
+        check_output(args.write_hostfile, "--write-hostfile")
     alloc = allocation_from_args(args)
     if alloc is None:
         raise CliError(
             "place needs the job's hosts: pass --allocation, --slurm-topology (with --hosts), "
             "--topograph, --hostfile or --hosts (with --gpus-per-host)"
         )
+    if args.write_hostfile is not None:
+        _writable_names(alloc)
     topo = topology_from_args(args, default_world_size=alloc.gpus)
     order = order_name(args)
     baseline = "listed" if order == "host-order" else order
@@ -205,8 +213,8 @@ def run(args: argparse.Namespace) -> int:
         order=baseline,
         step_time=step_time,
     )
-    if args.write_hostfile:
-        _write(args.write_hostfile, arrangement.hostfile())
+    if args.write_hostfile is not None:
+        write_output(args.write_hostfile, "--write-hostfile", arrangement.hostfile())
     if args.json:
         write_json("place", to_json(arrangement, order))
     else:

@@ -8,11 +8,13 @@ from typing import Any
 
 from .._preflight.communicators import rank_communicators
 from .common import (
+    MAX_INT,
     abbreviate,
     add_cluster_arguments,
     add_layout_arguments,
     add_output_arguments,
     cluster_from_args,
+    int_type,
     topology_from_args,
     write_json,
 )
@@ -30,7 +32,9 @@ def register(subparsers: Any) -> None:
         "local GPU (with --gpus-per-node), its group of every kind and its position there, "
         "pipeline neighbours and embedding membership.",
     )
-    parser.add_argument("rank", type=int, help="global rank")
+    parser.add_argument(
+        "rank", type=int_type("rank", minimum=0, maximum=2 * MAX_INT), help="global rank"
+    )
     add_layout_arguments(parser)
     add_cluster_arguments(parser)
     add_output_arguments(parser)

@@ -30,6 +30,7 @@ from .common import (
     write_json,
 )
 from .html import html_page
+from .output import check_output, write_output
 from .picture import MAX_PICTURE_RANKS, cells, picture, render_rich, render_svg, render_text
 from .text import table, terminal_width, wrap
 
@@ -241,17 +242,15 @@ def _table(topo: Topology, cluster: Cluster | None, columns: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write(path: str, flag: str, text: str) -> None:
-    """Write ``text`` to ``path`` or raise a CliError naming ``flag``."""
-    try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as error:
-        raise CliError(f"cannot write {flag} {path!r}: {error.strerror or error}") from None
-
-
 def run(args: argparse.Namespace) -> int:
-    """Print the picture, table or JSON; write the SVG and the HTML page if asked."""
+    """Print the picture, table or JSON; write the SVG and the HTML page if asked.
+
+    Output paths are checked before any work and the files written before anything is printed,
+    so a bad path is exit 2 with nothing on stdout.
+    """
+    for flag, path in (("--svg", args.svg), ("--html", args.html)):
+        if path is not None:
+            check_output(path, flag)
     alloc = allocation_from_args(args)
     rank_map = found = None
     if alloc is not None:
@@ -264,11 +263,6 @@ def run(args: argparse.Namespace) -> int:
         cluster = cluster_from_args(args)
     if rank_map is not None:
         found = crossings(topo, rank_map)
-    if args.json:
-        extra = None
-        if rank_map is not None and found is not None:
-            extra = allocation_json(rank_map, found, order_name(args))
-        write_json("show", to_json(topo, cluster, extra, rank_map))
     drawable = topo.world_size <= MAX_PICTURE_RANKS
     node_cluster = cluster or Cluster(min(_DEFAULT_GPUS, topo.world_size))
     if rank_map is not None:
@@ -283,10 +277,14 @@ def run(args: argparse.Namespace) -> int:
                 f"--svg draws worlds of at most {MAX_PICTURE_RANKS} ranks, got world_size "
                 f"{topo.world_size}; use --json for larger layouts"
             )
-        _write(args.svg, "--svg", render_svg(topo, node_cluster, args.color_by))
+        write_output(args.svg, "--svg", render_svg(topo, node_cluster, args.color_by))
     if args.html:
-        _write(args.html, "--html", html_page(topo, node_cluster, args.color_by))
+        write_output(args.html, "--html", html_page(topo, node_cluster, args.color_by))
     if args.json:
+        extra = None
+        if rank_map is not None and found is not None:
+            extra = allocation_json(rank_map, found, order_name(args))
+        write_json("show", to_json(topo, cluster, extra, rank_map))
         return 0
     columns = terminal_width()
     after = []

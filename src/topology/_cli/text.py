@@ -7,11 +7,21 @@ wider) and never breaks inside a word. The width is the terminal's (``COLUMNS`` 
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from collections.abc import Sequence
 
-__all__ = ["LONG_WORD", "MIN_WIDTH", "breakable", "fold", "table", "terminal_width", "wrap"]
+__all__ = [
+    "LONG_WORD",
+    "MIN_WIDTH",
+    "breakable",
+    "escape_controls",
+    "fold",
+    "table",
+    "terminal_width",
+    "wrap",
+]
 
 MIN_WIDTH = 40
 """The narrowest width text is laid out for, whatever the terminal says."""
@@ -51,11 +61,12 @@ def wrap(text: str, width: int, indent: str = "", hang: str = "") -> list[str]:
     The first line starts with ``indent``, the others with ``hang``; runs of spaces inside a
     line are kept. A long comma list is written with spaces after its commas
     (:func:`breakable`), so it wraps there; any other word stays whole (it is never split).
+    Control characters are escaped first (:func:`escape_controls`).
 
     >>> wrap("ERROR world-size-mismatch: world_size 16 does not match", 30, hang="      ")
     ['ERROR world-size-mismatch:', '      world_size 16 does not', '      match']
     """
-    text = breakable(text)
+    text = breakable(escape_controls(text))
     lines = textwrap.wrap(
         text,
         width,
@@ -115,7 +126,9 @@ def table(
 
     Columns are separated by two spaces. When the table is too wide, the wrappable columns
     (``wrap_columns``, default all) narrow, widest first, and their cells wrap between words
-    onto extra lines of the row; no column becomes narrower than its longest word.
+    onto extra lines of the row; no column becomes narrower than its longest word. Control
+    characters in a cell are escaped first (:func:`escape_controls`), so widths count what the
+    terminal shows.
 
     Args:
         header: the column titles (an empty string for an untitled column).
@@ -134,7 +147,7 @@ def table(
     ['layout  why', 'tp8     less dp', '        comm than', '        #2']
     """
     columns = len(header)
-    cells = [[str(cell) for cell in row] for row in rows]
+    cells = [[escape_controls(str(cell)) for cell in row] for row in rows]
     aligns = [align[i] if i < len(align) else "<" for i in range(columns)]
     allowed = set(range(columns) if wrap_columns is None else wrap_columns)
     wrappable = [i in allowed for i in range(columns)]
@@ -158,3 +171,36 @@ def table(
                 parts.append(text.rjust(widths[i]) if aligns[i] == ">" else text.ljust(widths[i]))
             out.append((indent + _GAP.join(parts)).rstrip())
     return out
+
+
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+"""A colour sequence (Select Graphic Rendition): the only escape sequence our colour output
+writes; kept on a terminal, where colour may be on. It changes colours, never moves the cursor,
+sets a title or reaches the clipboard."""
+
+
+def _escape_char(char: str) -> str:
+    return char if char in "\n\t" or char.isprintable() else repr(char)[1:-1]
+
+
+def escape_controls(text: str, *, keep_sgr: bool = False) -> str:
+    """``text`` with every control or format character but newline and tab escaped as ``repr``
+    spells it; with ``keep_sgr``, colour sequences (``ESC [ ... m``) stay.
+
+    >>> escape_controls("rack\\u202e1\\ttab")
+    'rack\\\\u202e1\\ttab'
+    >>> escape_controls("\\x1b[1;31merror\\x1b[0m", keep_sgr=True) == "\\x1b[1;31merror\\x1b[0m"
+    True
+    """
+    if text.replace("\n", "").replace("\t", "").isprintable():
+        return text
+    if not keep_sgr:
+        return "".join(map(_escape_char, text))
+    parts: list[str] = []
+    start = 0
+    for match in _SGR.finditer(text):
+        parts += map(_escape_char, text[start : match.start()])
+        parts.append(match.group())
+        start = match.end()
+    parts += map(_escape_char, text[start:])
+    return "".join(parts)

@@ -335,14 +335,23 @@ class Topology:
         return virtual_layers(stage, num_layers, self.pp, self.vpp)
 
     def is_first_stage(self, rank: int, vp_stage: int | None = None) -> bool:
-        """First stage; with ``vp_stage`` (and vpp set) also the first virtual chunk."""
-        if vp_stage is not None and self.vpp is not None and self._vp(vp_stage) != 0:
+        """First stage; with ``vp_stage`` (and vpp set) also the first virtual chunk.
+
+        Raises:
+            TopologyError: ``vp_stage`` neither None nor an int in ``range(vpp)`` (``range(1)``
+                without vpp).
+        """
+        if vp_stage is not None and self._vp(vp_stage) != 0:
             return False
         return self.stage(rank) == 0
 
     def is_last_stage(self, rank: int, vp_stage: int | None = None) -> bool:
-        """Last stage; with ``vp_stage`` (and vpp set) also the last virtual chunk."""
-        if vp_stage is not None and self.vpp is not None and self._vp(vp_stage) != self.vpp - 1:
+        """Last stage; with ``vp_stage`` (and vpp set) also the last virtual chunk.
+
+        Raises:
+            TopologyError: ``vp_stage`` neither None nor an int in ``range(vpp)``.
+        """
+        if vp_stage is not None and self._vp(vp_stage) != (self.vpp or 1) - 1:
             return False
         return self.stage(rank) == self.pp - 1
 
@@ -351,7 +360,15 @@ class Topology:
 
         With virtual stages only the first chunk of the first stage and the last chunk of the
         last stage hold them, as in Megatron's ``is_rank_in_embedding_group``.
+
+        Raises:
+            TopologyError: ``vp_stage`` neither None nor an int in ``range(vpp)``.
+
+        >>> Topology(4, pp=2, vpp=2).in_embedding(3, vp_stage=1)
+        True
         """
+        if vp_stage is not None:
+            self._vp(vp_stage)
         stage = self.stage(rank)
         if stage not in self.embedding_stages:
             return False
@@ -410,10 +427,13 @@ class Topology:
         return spec.ranks_of(self, name, rank)
 
     def _vp(self, vp_stage: object) -> int:
+        """``vp_stage`` checked to be a virtual stage: an int (not a bool) in ``range(vpp)``,
+        ``range(1)`` without vpp."""
         vpp = self.vpp or 1
         if type(vp_stage) is not int or not 0 <= vp_stage < vpp:
             raise TopologyError(
-                f"vp_stage {show(vp_stage)} is out of range; valid: 0 to {vpp - 1} (vpp={vpp})"
+                f"vp_stage {show(vp_stage)} is not a virtual stage; valid: an int from 0 to "
+                f"{vpp - 1} (range(vpp), vpp={self.vpp}) or None"
             )
         return vp_stage
 

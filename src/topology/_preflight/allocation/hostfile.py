@@ -2,9 +2,11 @@
 
 Format: one host per line, in the order the launcher takes them, optionally followed by
 ``slots=N`` (the GPUs, i.e. ranks, it runs; Open MPI's and DeepSpeed's spelling); ``#`` starts a
-comment; blank lines are skipped. A line may name several hosts in Slurm's host-list syntax
-(``node[01-04] slots=4``). Hosts without ``slots`` run ``gpus_per_host`` ranks. A hostfile says
-nothing about the network, so the allocation has no tiers::
+comment; blank lines are skipped; a file that starts with a UTF-8 byte-order mark is refused
+(launchers would read it as part of the first host name). A line may name several hosts in
+Slurm's host-list syntax (``node[01-04] slots=4``). Hosts without ``slots`` run
+``gpus_per_host`` ranks. A hostfile says nothing about the network, so the allocation has no
+tiers::
 
     # job 4711
     node7  slots=4
@@ -23,7 +25,7 @@ from ..._errors import TopologyError
 from .hostlist import expand_hostlist
 from .hosts import MAX_GPUS_PER_HOST, check_gpus
 from .model import Allocation, Host
-from .textfile import lines, read_text
+from .textfile import check_host_name, lines, read_text
 
 __all__ = ["parse_hostfile", "read_hostfile"]
 
@@ -51,7 +53,8 @@ def parse_hostfile(
 
     Raises:
         TopologyError: an empty file, anything but ``slots=N`` after a host, a host listed
-            twice, or a host without ``slots`` when ``gpus_per_host`` is not given.
+            twice, a host name with a control or format character, or a host without
+            ``slots`` when ``gpus_per_host`` is not given.
     """
     if gpus_per_host is not None:
         check_gpus("gpus_per_host", gpus_per_host)
@@ -71,6 +74,7 @@ def parse_hostfile(
                 "add slots=N or pass gpus_per_host"
             )
         for name in expand_hostlist(head):
+            check_host_name(name, where)
             if name in first_line:
                 raise TopologyError(
                     f"{where} lists host {show(name)} again (first on line {first_line[name]}); "
