@@ -35,6 +35,7 @@ from .._args import format_choices, show
 from .._errors import TopologyError
 from .._fields import tuple_of
 from .._megatron.topology import Topology
+from .allocation.hosts import NODE_TIER
 from .allocation.rankmap import RankMap
 from .placement import shape_of
 
@@ -56,8 +57,6 @@ per micro-batch or step. Placement minimises crossings class by class in this or
 PLACED_KINDS: tuple[str, ...] = tuple(kind for group in KIND_CLASSES for kind in group)
 """The kinds :func:`crossings` counts, in :data:`KIND_CLASSES` order."""
 
-NODE_TIER = "node"
-"""The pseudo-tier every map has first: a group crosses it when it spans two hosts."""
 
 HostSets = Counter[frozenset[int]]
 """The distinct host sets one kind's groups run on, each with how many groups share it."""
