@@ -34,6 +34,7 @@ import attrs
 from .._args import format_choices, show
 from .._errors import TopologyError
 from .._fields import tuple_of
+from .._layout.runs import top
 from .._megatron.topology import Topology
 from .allocation.hosts import NODE_TIER
 from .allocation.rankmap import RankMap
@@ -183,10 +184,121 @@ def crossings(topology: Topology, rank_map: RankMap) -> Crossings:
             f"the rank map holds {rank_map.world_size} ranks but the layout needs "
             f"rank_offset + world_size = {end}; give an allocation with more GPUs"
         )
-    nodes = rank_map.nodes
-    tier_labels = [rank_map.host_domain_ids(t) for t in range(len(rank_map.tiers))]
-    return count_crossings(
-        topology, nodes, tier_labels, (NODE_TIER, *(t.name for t in rank_map.tiers))
+    host_labels = [rank_map.host_domain_ids(t) for t in range(len(rank_map.tiers))]
+    names = (NODE_TIER, *(t.name for t in rank_map.tiers))
+    spans = _host_spans(rank_map)
+    runs = [_runs(spans, labels) for labels in (range(len(spans)), *host_labels)]
+    if all(r is not None for r in runs):
+        found = _count_by_intervals(topology, [r for r in runs if r is not None], names)
+        if found is not None:
+            return found
+    return count_crossings(topology, rank_map.nodes, host_labels, names)
+
+
+def _host_spans(rank_map: RankMap) -> list[tuple[int, int]]:
+    """``(first rank, end)`` of each host in launcher order (the last may run fewer ranks)."""
+    spans = []
+    first = 0
+    for host in rank_map.hosts:
+        end = min(first + host.gpus, rank_map.world_size)
+        spans.append((first, end))
+        first = end
+    return spans
+
+
+def _runs(spans: list[tuple[int, int]], labels: Sequence[int]) -> list[tuple[int, int]] | None:
+    """The rank interval of each domain when every domain's hosts are consecutive, else None."""
+    intervals: list[tuple[int, int]] = []
+    last: int | None = None
+    seen: set[int] = set()
+    for (first, end), label in zip(spans, labels, strict=True):
+        if label == last:
+            intervals[-1] = (intervals[-1][0], end)
+            continue
+        if label in seen:
+            return None
+        seen.add(label)
+        last = label
+        intervals.append((first, end))
+    return intervals
+
+
+def _bases_up_to(limit: int, runs: Sequence[tuple[int, int]]) -> int:
+    """How many points ``sum(c_j * e_j)`` (``0 <= c_j < s_j``) of nested ``runs`` are
+    ``<= limit``, in O(runs): each stride exceeds the span of the runs below it, so at most one
+    digit value per run is cut."""
+    total = 0
+    below = 1
+    spans = []
+    for size, stride in runs:
+        spans.append((size, stride, below))
+        below *= size
+    span = sum((size - 1) * stride for size, stride in runs)
+    for size, stride, count in reversed(spans):
+        if limit < 0:
+            return total
+        span -= (size - 1) * stride
+        whole = min(size, max(0, (limit - span) // stride + 1))
+        total += whole * count
+        if whole == size or whole * stride > limit:
+            return total
+        limit -= whole * stride
+    return total + (limit >= 0)
+
+
+def _nested(runs: Sequence[tuple[int, int]]) -> bool:
+    """True if each run's stride exceeds the largest point of the runs below it."""
+    span = 0
+    for size, stride in runs:
+        if stride <= span:
+            return False
+        span += (size - 1) * stride
+    return True
+
+
+def _contained(topology: Topology, kind: str, intervals: list[tuple[int, int]]) -> int | None:
+    """How many groups of ``kind`` lie inside one of ``intervals`` (rank ranges), counted on
+    the group bases in O(intervals x axes); None for a kind without nested translates."""
+    shape = shape_of(topology, kind)
+    if shape is None:
+        return None
+    outer = sorted(shape.outer, key=lambda run: run[1])
+    if not _nested(outer):
+        return None
+    reach = top(shape.inner) if shape.inner is not None else shape.explicit[-1]
+    offset = shape.offset
+    total = 0
+    for first, end in intervals:
+        hi = end - 1 - reach - offset
+        lo = first - 1 - offset
+        if hi > lo:
+            total += _bases_up_to(hi, outer) - _bases_up_to(lo, outer)
+    return total
+
+
+def _count_by_intervals(
+    topology: Topology, runs: list[list[tuple[int, int]]], names: tuple[str, ...]
+) -> Crossings | None:
+    """:func:`count_crossings` where every domain of every tier is one rank interval: a group
+    stays in a domain when its first and last ranks do, so each tier's crossings are the groups
+    minus those inside one interval, in O(hosts x kinds x axes) whatever the world size (None
+    for a kind without nested translates: the caller walks the ranks)."""
+    kinds = tuple(k for k in PLACED_KINDS if k in topology.kinds)
+    first = distinct_kinds(topology, kinds)
+    measured: dict[str, tuple[int, ...]] = {}
+    for kind in kinds:
+        if first[kind] != kind:
+            continue
+        total = len(topology.groups(kind))
+        inside = [_contained(topology, kind, intervals) for intervals in runs]
+        if any(n is None for n in inside):
+            return None
+        measured[kind] = tuple(total - n for n in inside if n is not None)
+    return Crossings(
+        tiers=names,
+        kinds=kinds,
+        crossing=tuple(measured[first[kind]] for kind in kinds),
+        totals=tuple(len(topology.groups(kind)) for kind in kinds),
     )
 
 
