@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from topology import Allocation, Host, Tier, Topology, crossings
 from topology._preflight import crossings as crossings_module
-from topology._preflight.crossings import PLACED_KINDS, _bases_up_to
+from topology._preflight.crossings import PLACED_KINDS, _bases_up_to, host_sets, slot_sets
 from topology.strategies import topologies
 
 
@@ -89,3 +89,13 @@ def test_bases_up_to_counts_the_points(steps: Sequence[tuple[int, int]], limit: 
         for cs in itertools.product(*(range(s) for s, _ in runs))
     ]
     assert _bases_up_to(limit, runs) == sum(p <= limit for p in points)
+
+
+@settings(max_examples=80, deadline=None)
+@given(topologies(max_world_size=48), st.sampled_from([1, 2, 3, 4, 6, 8, 16]))
+def test_slot_sets_equal_host_sets_on_a_rank_list(topo: Topology, gpus: int) -> None:
+    """Hosts of ``gpus`` consecutive ranks: the shape-based host sets equal the rank walk's."""
+    end = topo.rank_offset + topo.world_size
+    nodes = [r // gpus for r in range(end)]
+    for kind in (k for k in PLACED_KINDS if k in topo.kinds):
+        assert slot_sets(topo, kind, gpus) == host_sets(topo, kind, nodes)

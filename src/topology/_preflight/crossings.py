@@ -34,7 +34,7 @@ import attrs
 from .._args import format_choices, show
 from .._errors import TopologyError
 from .._fields import tuple_of
-from .._layout.runs import top
+from .._layout.runs import max_gap, point, top, volume
 from .._megatron.topology import Topology
 from .allocation.hosts import NODE_TIER
 from .allocation.rankmap import RankMap
@@ -48,6 +48,7 @@ __all__ = [
     "crossing_row",
     "crossings",
     "host_sets",
+    "slot_sets",
 ]
 
 KIND_CLASSES: tuple[tuple[str, ...], ...] = (("tp", "etp"), ("ep", "cp"), ("pp", "dp", "edp"))
@@ -79,6 +80,48 @@ def host_sets(topology: Topology, kind: str, nodes: Sequence[int]) -> HostSets:
         if nodes[group[-1]] == first and all(nodes[r] == first for r in group):
             continue
         found[frozenset(nodes[r] for r in group)] += 1
+    return found
+
+
+def slot_sets(topology: Topology, kind: str, gpus: int) -> HostSets:
+    """:func:`host_sets` on hosts of ``gpus`` consecutive ranks (rank ``r`` on host
+    ``r // gpus``), from the kind's shape where it allows, in O(hosts x axes) plus the sets.
+
+    Algorithm: split the offsets ``X`` of a group into runs whose strides are multiples of
+    ``gpus`` (``H``) and the rest (``L``). When no two consecutive points of ``L`` are more
+    than ``gpus`` apart, ``base + L`` touches every host from ``q = base // gpus`` to
+    ``(base + max L) // gpus``, that is ``q .. q + d`` with ``d = (base % gpus + max L) //
+    gpus``, one of two values; ``H`` copies that block ``h / gpus`` hosts on. So the host set
+    depends on ``(q, d)`` only, and the groups of each are the bases in one of two rank
+    intervals per host (counted on the bases). Other shapes walk the ranks.
+
+    >>> slot_sets(Topology(8, tp=4), "tp", 2)
+    Counter({frozenset({0, 1}): 1, frozenset({2, 3}): 1})
+    """
+    end = topology.rank_offset + topology.world_size
+    shape = shape_of(topology, kind)
+    outer = tuple(sorted(shape.outer, key=lambda run: run[1])) if shape is not None else ()
+    if shape is None or shape.inner is None or not _nested(outer):
+        return host_sets(topology, kind, [r // gpus for r in range(end)])
+    low = tuple(run for run in shape.inner if run[1] % gpus)
+    high = [run for run in shape.inner if not run[1] % gpus]
+    if low and max_gap(low) > gpus:
+        return host_sets(topology, kind, [r // gpus for r in range(end)])
+    reach = top(low)
+    copies = [point(i, tuple(high)) // gpus for i in range(volume(tuple(high)))]
+    lattice = _Lattice.of(outer)
+    found: HostSets = Counter()
+    first_host = shape.offset // gpus
+    for host in range(first_host, (shape.offset + top(outer)) // gpus + 1):
+        start = host * gpus - shape.offset
+        cut = start + gpus - reach % gpus  # bases from here on reach one host further
+        for lo, hi, d in (
+            (start, cut - 1, reach // gpus),
+            (cut, start + gpus - 1, reach // gpus + 1),
+        ):
+            count = lattice.between(lo, hi)
+            if count and (d or len(copies) > 1):
+                found[frozenset(host + j + c for j in range(d + 1) for c in copies)] += count
     return found
 
 
@@ -227,23 +270,41 @@ def _bases_up_to(limit: int, runs: Sequence[tuple[int, int]]) -> int:
     """How many points ``sum(c_j * e_j)`` (``0 <= c_j < s_j``) of nested ``runs`` are
     ``<= limit``, in O(runs): each stride exceeds the span of the runs below it, so at most one
     digit value per run is cut."""
-    total = 0
-    below = 1
-    spans = []
-    for size, stride in runs:
-        spans.append((size, stride, below))
-        below *= size
-    span = sum((size - 1) * stride for size, stride in runs)
-    for size, stride, count in reversed(spans):
-        if limit < 0:
-            return total
-        span -= (size - 1) * stride
-        whole = min(size, max(0, (limit - span) // stride + 1))
-        total += whole * count
-        if whole == size or whole * stride > limit:
-            return total
-        limit -= whole * stride
-    return total + (limit >= 0)
+    return _Lattice.of(runs).up_to(limit)
+
+
+@attrs.frozen
+class _Lattice:
+    """Nested runs, outermost first, each with the span and the point count of those below."""
+
+    levels: tuple[tuple[int, int, int, int], ...]  # size, stride, span below, points below
+
+    @classmethod
+    def of(cls, runs: Sequence[tuple[int, int]]) -> _Lattice:
+        levels = []
+        span, points = 0, 1
+        for size, stride in runs:
+            levels.append((size, stride, span, points))
+            span += (size - 1) * stride
+            points *= size
+        return cls(tuple(reversed(levels)))
+
+    def up_to(self, limit: int) -> int:
+        """The points ``<= limit``."""
+        total = 0
+        for size, stride, span, points in self.levels:
+            if limit < 0:
+                return total
+            whole = min(size, max(0, (limit - span) // stride + 1))
+            total += whole * points
+            if whole == size or whole * stride > limit:
+                return total
+            limit -= whole * stride
+        return total + (limit >= 0)
+
+    def between(self, lo: int, hi: int) -> int:
+        """The points from ``lo`` to ``hi``."""
+        return self.up_to(hi) - self.up_to(lo - 1) if hi >= lo else 0
 
 
 def _nested(runs: Sequence[tuple[int, int]]) -> bool:
@@ -262,17 +323,16 @@ def _contained(topology: Topology, kind: str, intervals: list[tuple[int, int]]) 
     shape = shape_of(topology, kind)
     if shape is None:
         return None
-    outer = sorted(shape.outer, key=lambda run: run[1])
+    outer = tuple(sorted(shape.outer, key=lambda run: run[1]))
     if not _nested(outer):
         return None
     reach = top(shape.inner) if shape.inner is not None else shape.explicit[-1]
-    offset = shape.offset
+    lattice = _Lattice.of(outer)
+    first_base, last_base = shape.offset, shape.offset + top(outer)
     total = 0
     for first, end in intervals:
-        hi = end - 1 - reach - offset
-        lo = first - 1 - offset
-        if hi > lo:
-            total += _bases_up_to(hi, outer) - _bases_up_to(lo, outer)
+        if end > first_base and first <= last_base:
+            total += lattice.between(first - shape.offset, end - 1 - reach - shape.offset)
     return total
 
 
