@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..._args import show
 from ..._errors import TopologyError
-from .hostlist import expand_hostlist
+from .hostlist import HostCount
 from .hosts import MAX_GPUS_PER_HOST, check_gpus
 from .model import Allocation, Host
 from .textfile import lines, read_text
@@ -36,7 +36,13 @@ def _slots(option: str, where: str) -> int:
             "e.g. node1 slots=8"
         )
     value = value.strip()
-    if not value.isascii() or not value.isdecimal() or not 1 <= int(value) <= MAX_GPUS_PER_HOST:
+    digits = len(str(MAX_GPUS_PER_HOST))
+    if (
+        not value.isascii()
+        or not value.isdecimal()
+        or len(value.lstrip("0")) > digits
+        or not 1 <= int(value) <= MAX_GPUS_PER_HOST
+    ):
         raise TopologyError(
             f"{where} has slots={show(value)[1:-1]}; slots must be an int from 1 to "
             f"{MAX_GPUS_PER_HOST}"
@@ -57,6 +63,7 @@ def parse_hostfile(
         check_gpus("gpus_per_host", gpus_per_host)
     hosts: list[Host] = []
     first_line: dict[str, int] = {}
+    count = HostCount(label)
     for number, content in lines(text):
         where = f"{label} line {number}"
         head, *options = content.split()
@@ -70,7 +77,7 @@ def parse_hostfile(
                 f"{where}: host {show(head)} has no slots=N and no gpus_per_host was given; "
                 "add slots=N or pass gpus_per_host"
             )
-        for name in expand_hostlist(head):
+        for name in count.expand(head):
             if name in first_line:
                 raise TopologyError(
                     f"{where} lists host {show(name)} again (first on line {first_line[name]}); "
