@@ -36,18 +36,18 @@ def _slots(option: str, where: str) -> int:
             "e.g. node1 slots=8"
         )
     value = value.strip()
-    digits = len(str(MAX_GPUS_PER_HOST))
+    number = value.lstrip("0") or "0"  # int() stops at 4,300 digits; a count has a few
     if (
         not value.isascii()
         or not value.isdecimal()
-        or len(value.lstrip("0")) > digits
-        or not 1 <= int(value) <= MAX_GPUS_PER_HOST
+        or len(number) > len(str(MAX_GPUS_PER_HOST))
+        or not 1 <= int(number) <= MAX_GPUS_PER_HOST
     ):
         raise TopologyError(
             f"{where} has slots={show(value)[1:-1]}; slots must be an int from 1 to "
             f"{MAX_GPUS_PER_HOST}"
         )
-    return int(value)
+    return int(number)
 
 
 def parse_hostfile(
