@@ -32,18 +32,26 @@ def _files(folder: Path) -> dict[str, Path]:
     lines += [f"SwitchName=s{i} Switches=s{i - 1}" for i in range(1, 3000)]
     chain.write_text("\n".join(lines) + "\n")
     hostfile = folder / "hosts.txt"
-    hostfile.write_text("".join(f"n[{i << 20}-{(i << 20) + (1 << 20) - 1}]\n" for i in range(26)))
+    hostfile.write_text(
+        "".join(f"n[{i << 20}-{(i << 20) + (1 << 20) - 1}] slots=8\n" for i in range(26))
+    )
     ragged = folder / "ragged.toml"
     racks = "".join(
         f'[[hosts]]\nnames = "r{r}n[1-{18 if r % 4 < 2 else 17}]"\ndomains = {{ rack = "r{r}" }}\n'
         for r in range(512)
     )
     ragged.write_text(f'gpus_per_host = 4\n[[tiers]]\nname = "rack"\nnvlink = true\n{racks}')
-    return {"chain": chain, "hostfile": hostfile, "ragged": ragged}
+    scattered = folder / "scattered.toml"
+    hosts = "".join(
+        f'[[hosts]]\nname = "n{i}"\ndomains = {{ rack = "r{i % 512}" }}\n' for i in range(8192)
+    )
+    scattered.write_text(f'gpus_per_host = 4\n[[tiers]]\nname = "rack"\nnvlink = true\n{hosts}')
+    return {"chain": chain, "hostfile": hostfile, "ragged": ragged, "scattered": scattered}
 
 
 def _cases(files: dict[str, Path]) -> list[tuple[str, tuple[str, ...]]]:
     bracket = ",".join(f"{i << 20}-{(i << 20) + (1 << 20) - 1}" for i in range(40))
+    chain = ("--slurm-topology", str(files["chain"]), "--hosts", "n[0-3]", "--gpus-per-host", "8")
     return [
         ("check 65,536 hosts x 8, tp 8", ("check", *BIG_HOSTS)),
         ("show 65,536 hosts x 8, tp 8", ("show", *BIG_HOSTS)),
@@ -51,31 +59,46 @@ def _cases(files: dict[str, Path]) -> list[tuple[str, tuple[str, ...]]]:
         ("check 2**26 ranks on 1,024 hosts", ("check", *HUGE_HOSTS)),
         ("show 2**26 ranks on 1,024 hosts", ("show", *HUGE_HOSTS)),
         ("place 2**26 ranks on 1,024 hosts, pp 4", ("place", *HUGE_HOSTS, "--pp", "4")),
-        ("check ragged NVL72 racks, 35,840 GPUs", ("check", "--allocation", str(files["ragged"]), "--tp", "4")),
-        ("hosts: 40 ranges of 2**20 in one bracket", ("check", "--hosts", f"n[{bracket}]", "--gpus-per-host", "8")),
+        (
+            "check 512 ragged racks, 35,840 GPUs",
+            ("check", "--allocation", str(files["ragged"]), "--tp", "8"),
+        ),
+        (
+            "check 8,192 hosts, racks scattered",
+            ("check", "--allocation", str(files["scattered"]), "--tp", "8"),
+        ),
+        (
+            "hosts: 40 ranges of 2**20 in a bracket",
+            ("check", "--hosts", f"n[{bracket}]", "--gpus-per-host", "8"),
+        ),
         ("hostfile: 26 lists of 2**20 hosts", ("check", "--hostfile", str(files["hostfile"]))),
-        ("topology.conf: switch chain of 3,000", ("check", "--slurm-topology", str(files["chain"]), "--hosts", "n[0-3]", "--gpus-per-host", "8")),
-        ("hosts: a 5,000-digit bracket", ("check", "--hosts", f"n[{'9' * 5000}]", "--gpus-per-host", "8")),
-    ]  # fmt: skip
+        ("topology.conf: switch chain of 3,000", ("check", *chain)),
+        (
+            "hosts: a 5,000-digit bracket",
+            ("check", "--hosts", f"n[{'9' * 5000}]", "--gpus-per-host", "8"),
+        ),
+    ]
 
 
-def _measure(argv: tuple[str, ...]) -> dict[str, object]:
-    command = ["/usr/bin/time", "-v", sys.executable, "-m", "topology._cli.main", *argv]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    report = done.stderr
+def _measure(argv: tuple[str, ...], folder: Path) -> dict[str, object]:
+    timing = folder / "time.txt"
+    command = ["/usr/bin/time", "-v", "-o", str(timing), sys.executable, "-m", "topology._cli.main"]
+    done = subprocess.run(
+        [*command, *argv], capture_output=True, text=True, timeout=600, check=False
+    )
+    report = timing.read_text()
 
     def field(name: str) -> float:
         match = re.search(rf"{re.escape(name)}: ([0-9.]+)", report)
         return float(match.group(1)) if match else float("nan")
 
     cpu = field("User time (seconds)") + field("System time (seconds)")
-    exit_code = int(field("Exit status"))
-    last = [line for line in report.splitlines() if line and not line.startswith("\t")]
+    lines = done.stderr.strip().splitlines()
     return {
         "cpu_seconds": round(cpu, 2),
         "max_rss_mb": round(field("Maximum resident set size (kbytes)") / 1024, 1),
-        "exit": exit_code,
-        "message": last[-1][:160] if exit_code and last else "",
+        "exit": done.returncode,
+        "message": lines[-1][:150] if done.returncode and lines else "",
     }
 
 
@@ -83,11 +106,12 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for name, argv in _cases(_files(Path(folder))):
-            rows.append({"case": name, **_measure(argv)})
-            row = rows[-1]
-            print(f"{name:44} {row['cpu_seconds']:7.2f} CPU-s {row['max_rss_mb']:8.1f} MB  exit {row['exit']}")
+            row = {"case": name, **_measure(argv, Path(folder))}
+            rows.append(row)
+            cpu, rss = row["cpu_seconds"], row["max_rss_mb"]
+            print(f"{name:42} {cpu:6.2f} CPU-s {rss:7.1f} MB  exit {row['exit']}")
             if row["message"]:
-                print(f"{'':44} {row['message']}")
+                print(f"    {row['message']}")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "check_bounds.json").write_text(json.dumps(rows, indent=2) + "\n")
 
