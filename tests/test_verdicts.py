@@ -4,9 +4,13 @@ tier names that cannot collide with the built-in ``node`` tier."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 
 from topology import Allocation, Cluster, Host, Tier, Topology, TopologyError, check
+from topology._preflight import check as check_module
+from topology._preflight.budget import nvls_groups
 
 
 def _nvls(report_findings: object) -> str:
@@ -91,3 +95,18 @@ def test_uniform_racks_keep_the_layout_rule() -> None:
     """Uniform 72-GPU racks hold every tp group of 72: no crossing finding at all."""
     report = check(Topology(216, tp=72), _racks((18, 18, 18)).rank_map(216))
     assert report.ok and not any("crosses" in f.code for f in report.findings)
+
+
+def test_a_large_scattered_map_measures_nvls_on_sample_domains() -> None:
+    """Racks scattered over the host order (host i in rack i % 4), the walk limit patched to 0:
+    the NVLS count comes from sample racks, equals the exact count on this symmetric map, and
+    says it was sampled."""
+    hosts = [Host(f"n{i}", 4, (f"r{i % 4}",)) for i in range(16)]
+    rank_map = Allocation(hosts, [Tier("rack", nvlink=True)]).rank_map(64)
+    topo = Topology(64, tp=4, pp=2)
+    exact = nvls_groups(topo, rank_map.domain_ids("rack"))[0]
+    with mock.patch.object(check_module, "_WALK_LIMIT", 0):
+        report = check(topo, rank_map)
+    line = next(f.message for f in report.findings if f.code == "communicators")
+    assert f"at most {exact} communicators have two or more ranks in one NVLink domain " in line
+    assert "(measured on sample domains)" in line

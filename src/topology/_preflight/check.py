@@ -209,11 +209,7 @@ def _nvls(
         if topology.rank_offset + topology.world_size <= _WALK_LIMIT:
             labels = rank_map.nodes if nvlink is None else rank_map.domain_ids(nvlink)
             return nvls_groups(topology, labels, **plan)
-        spans = _domain_spans(topology, rank_map, nvlink)
-        largest = max(len(r) for _, r in spans)
-        big = [i for i, (_, r) in enumerate(spans) if len(r) == largest]
-        picked = sorted({0, len(spans) - 1, big[0], big[len(big) // 2], big[-1]})
-        return nvls_groups_in(topology, [spans[i] for i in picked], **plan)
+        return nvls_groups_in(topology, _sample_domains(topology, rank_map, nvlink), **plan)
     size = cluster.domain_size
     end = topology.rank_offset + topology.world_size
     if end <= _WALK_LIMIT:
@@ -222,19 +218,33 @@ def _nvls(
     return nvls_groups_sampled(topology, size, sorted({first, (first + last) // 2, last}), **plan)
 
 
-def _domain_spans(
+def _sample_domains(
     topology: Topology, rank_map: RankMap, tier: int | None
 ) -> list[tuple[int, list[int]]]:
-    """Per NVLink domain of ``tier`` (hosts when None), its label and the layout's ranks in it
-    host by host, at most :data:`~.budget.DOMAIN_SAMPLE` of them, in O(hosts) steps."""
+    """The NVLink domains of ``tier`` (hosts when None) a large map is measured on: its first
+    and last, and the first, middle and last of its largest (by the layout's ranks in them),
+    each as its label and its first :data:`~.budget.DOMAIN_SAMPLE` ranks, host by host.
+
+    Time and memory O(hosts) plus the sample.
+    """
     labels = range(len(rank_map.hosts)) if tier is None else rank_map.host_domain_ids(tier)
     start, end = topology.rank_offset, topology.rank_offset + topology.world_size
-    ranks: dict[int, list[int]] = {}
+    spans: list[tuple[int, int, int]] = []  # label, first rank, end of each host's layout ranks
     first = 0
     for label, host in zip(labels, rank_map.hosts, strict=True):
         lo, hi = max(first, start), min(first + host.gpus, end)
-        held = ranks.setdefault(label, [])
-        if lo < hi and len(held) < DOMAIN_SAMPLE:
-            held.extend(range(lo, min(hi, lo + DOMAIN_SAMPLE)))
+        if lo < hi:
+            spans.append((label, lo, hi))
         first += host.gpus
-    return [(label, held) for label, held in ranks.items() if held]
+    held: dict[int, int] = {}
+    for label, lo, hi in spans:
+        held[label] = held.get(label, 0) + hi - lo
+    order = list(held)
+    largest = max(held.values())
+    big = [label for label in order if held[label] == largest]
+    picked = {order[0], order[-1], big[0], big[len(big) // 2], big[-1]}
+    ranks: dict[int, list[int]] = {label: [] for label in order if label in picked}
+    for label, lo, hi in spans:
+        if label in ranks and len(ranks[label]) < DOMAIN_SAMPLE:
+            ranks[label].extend(range(lo, min(hi, lo + DOMAIN_SAMPLE - len(ranks[label]))))
+    return list(ranks.items())
