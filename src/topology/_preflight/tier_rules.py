@@ -28,9 +28,10 @@ _SEVERITY = {"tp": "error", "etp": "error", "cp": "warning", "ep": "warning"}
 
 
 def _example(topo: Topology, rank_map: RankMap, kind: str, tier: str) -> tuple[int, ...]:
-    labels = rank_map.domain_ids(tier)
+    """The first group of ``kind`` that crosses ``tier`` (no per-rank label list is built)."""
+    labels = rank_map.host_domain_ids(tier)
     for group in topo.groups(kind):
-        if len({labels[r] for r in group}) > 1:
+        if len({labels[rank_map.node_of(r)] for r in group}) > 1:
             return group
     return ()
 
