@@ -23,6 +23,7 @@ listed), or exactly as a ``--host-order FILE`` lists them (one host per line; it
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
 from .._args import show
 from .._errors import TopologyError
@@ -167,7 +168,7 @@ def _selected(alloc: Allocation, hosts: str | None, flag: str) -> Allocation:
             f"{f' (nor {len(missing) - 1} more)' if len(missing) > 1 else ''}; "
             "give hosts of the file"
         )
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    repeated = sorted(name for name, n in Counter(names).items() if n > 1)
     if repeated:
         raise CliError(f"--hosts names {show(repeated[0])} twice; list each host once")
     return alloc.with_order(names)

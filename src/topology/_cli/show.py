@@ -136,6 +136,36 @@ def to_json(
     }
 
 
+def picture_cluster(rank_map: RankMap) -> tuple[Cluster | None, str | None]:
+    """The :class:`Cluster` the pictures draw for ``rank_map``'s hosts (equal GPU counts, equal
+    NVLink domains of consecutive hosts), or None and why the pictures cannot draw it.
+
+    The pictures draw equal nodes in equal NVLink domains; any other allocation is refused
+    rather than drawn as a machine it is not.
+    """
+    hosts = rank_map.hosts
+    gpus = sorted({h.gpus for h in hosts})
+    if len(gpus) > 1:
+        shown = ", ".join(map(str, gpus))
+        return None, (
+            f"its hosts have {shown} GPUs and the pictures draw equal hosts only; "
+            "read the text output's tier tables or use --json"
+        )
+    whole = RankMap(hosts, rank_map.tiers, sum(h.gpus for h in hosts)).as_cluster()
+    if whole is None:
+        nvlink = next(i for i, t in enumerate(rank_map.tiers) if t.nvlink)
+        sizes: dict[int, int] = {}
+        for label in rank_map.host_domain_ids(nvlink):
+            sizes[label] = sizes.get(label, 0) + gpus[0]
+        shown = ", ".join(map(str, sorted(set(sizes.values()), reverse=True)))
+        return None, (
+            f"its {rank_map.tiers[nvlink].name} NVLink domains hold {shown} GPUs or are not "
+            "consecutive in the host order, and the pictures draw equal domains of consecutive "
+            "hosts only; read the text output's tier tables or use --json"
+        )
+    return Cluster(whole.gpus_per_node, nvlink_domain=whole.nvlink_domain), None
+
+
 def allocation_json(rank_map: RankMap, found: Crossings, order: str) -> dict[str, Any]:
     """``show --json``'s ``allocation``: the host order used, the rank map and the crossings."""
     return {"order": order, "rank_map": rank_map.to_dict(), "crossings": found.to_dict()}
@@ -265,13 +295,14 @@ def run(args: argparse.Namespace) -> int:
         found = crossings(topo, rank_map)
     drawable = topo.world_size <= MAX_PICTURE_RANKS
     node_cluster = cluster or Cluster(min(_DEFAULT_GPUS, topo.world_size))
+    unlike = None
     if rank_map is not None:
-        counts = {h.gpus for h in rank_map.hosts}
-        if len(counts) == 1:
-            node_cluster = Cluster(counts.pop())
-        else:
-            drawable = False
+        drawn, unlike = picture_cluster(rank_map)
+        node_cluster = drawn or node_cluster
+        drawable = drawable and drawn is not None
     if args.svg:
+        if unlike is not None:
+            raise CliError(f"--svg cannot draw this allocation: {unlike}")
         if not drawable:
             raise CliError(
                 f"--svg draws worlds of at most {MAX_PICTURE_RANKS} ranks, got world_size "
@@ -279,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
             )
         write_output(args.svg, "--svg", render_svg(topo, node_cluster, args.color_by))
     if args.html:
+        if unlike is not None:
+            raise CliError(f"--html cannot draw this allocation: {unlike}")
         write_output(args.html, "--html", html_page(topo, node_cluster, args.color_by))
     if args.json:
         extra = None

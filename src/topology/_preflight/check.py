@@ -16,14 +16,22 @@ NVLink domains is checked exactly as the :class:`Cluster` it equals.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .._args import show
 from .._errors import TopologyError
 from .._megatron.topology import Topology
 from .allocation.model import Allocation
 from .allocation.rankmap import RankMap
-from .budget import NCCL_MEMORY, NVLS_LIMIT, nvls_groups, nvls_groups_sampled
+from .budget import (
+    DOMAIN_SAMPLE,
+    NCCL_MEMORY,
+    NVLS_LIMIT,
+    nvls_groups,
+    nvls_groups_in,
+    nvls_groups_sampled,
+)
 from .cluster import Cluster
 from .communicators import communicators
 from .crossings import Crossings, crossings
@@ -48,6 +56,7 @@ def check(
     nvls_limit: int = NVLS_LIMIT,
     separate: Iterable[str] = (),
     independent: Iterable[str] = (),
+    pg_options: Mapping[str, object] | None = None,
 ) -> Report:
     """Check ``topology`` against ``cluster`` (or a real :class:`RankMap`) before launch.
 
@@ -61,6 +70,9 @@ def check(
         nvls_limit: NVLS multicast groups one NVLink domain holds; warn above it.
         separate, independent: the kinds ``ProcessGroups.create`` will give communicators of
             their own, or a second one (for overlap); the communicator counts include them.
+        pg_options: the ``pg_options`` mapping ``ProcessGroups.create`` will get (kinds to
+            options objects, compared by identity): kinds with equal groups but different
+            objects make communicators of their own, and every count includes them.
 
     Returns:
         A :class:`Report`; ``report.ok`` is False when any finding is at error level.
@@ -100,13 +112,18 @@ def check(
     if type(nvls_limit) is not int or nvls_limit < 1:
         raise TopologyError(f"nvls_limit must be a positive int, got {show(nvls_limit)}")
     rows = placements(topology, cluster)
-    counts = communicators(topology, separate=separate, independent=independent)
+    plan: dict[str, Any] = {
+        "separate": separate,
+        "independent": independent,
+        "pg_options": pg_options,
+    }
+    counts = communicators(topology, **plan)
     findings = run_rules(topology, cluster, rows, counts, max_communicators)
     found: Crossings | None = None
     if rank_map is not None and _holds(rank_map, topology, findings):
         found = crossings(topology, rank_map)
-        findings += _map_findings(topology, rank_map, found)
-    nvls = _nvls(topology, cluster, rank_map if found is not None else None)
+        findings += _map_findings(topology, rank_map, found, findings)
+    nvls = _nvls(topology, cluster, rank_map if found is not None else None, plan)
     domain_name = "NVLink domain" if _has_domains(cluster, rank_map) else "node"
     findings = budget_findings(findings, counts, float(nccl_memory), nvls, nvls_limit, domain_name)
     order = {severity: i for i, severity in enumerate(SEVERITIES)}
@@ -151,14 +168,24 @@ def _holds(rank_map: RankMap, topology: Topology, findings: list[Finding]) -> bo
     return False
 
 
-def _map_findings(topology: Topology, rank_map: RankMap, found: Crossings) -> list[Finding]:
+def _map_findings(
+    topology: Topology, rank_map: RankMap, found: Crossings, layout: list[Finding]
+) -> list[Finding]:
     if topology.rank_offset or len({h.gpus for h in rank_map.hosts}) > 1:
         return []
     # Imported here: place imports check's neighbours, and check is imported by place's users.
     from .place import place
 
     allocation = Allocation(rank_map.hosts, rank_map.tiers)
-    return tier_findings(topology, rank_map, found, lambda: place(topology, allocation).after)
+    codes = {f.code for f in layout}
+    reported = frozenset(
+        kind
+        for kind in topology.kinds
+        if codes & {f"{kind}-larger-than-node", f"{kind}-crosses-nodes", f"{kind}-straddles-nodes"}
+    )
+    return tier_findings(
+        topology, rank_map, found, lambda: place(topology, allocation).after, reported
+    )
 
 
 def _has_domains(cluster: Cluster, rank_map: RankMap | None) -> bool:
@@ -167,15 +194,57 @@ def _has_domains(cluster: Cluster, rank_map: RankMap | None) -> bool:
     return cluster.nvlink_domain is not None
 
 
-def _nvls(topology: Topology, cluster: Cluster, rank_map: RankMap | None) -> tuple[int, int, bool]:
-    """The busiest NVLink domain's count of communicators with two or more of its ranks."""
-    if rank_map is not None:
+def _nvls(
+    topology: Topology, cluster: Cluster, rank_map: RankMap | None, plan: dict[str, Any]
+) -> tuple[int, int, bool]:
+    """The busiest NVLink domain's count of communicators with two or more of its ranks.
+
+    A map the :class:`Cluster` describes is counted as that cluster (sample domains of a large
+    world); any other map on its real domains, every one when the ranks are few, else the first,
+    middle and last of its largest ones and its first and last (each on its first ranks), so
+    the time is bounded by the hosts and the kinds, never the world size.
+    """
+    if rank_map is not None and rank_map.as_cluster() is None:
         nvlink = next((i for i, t in enumerate(rank_map.tiers) if t.nvlink), None)
-        labels = rank_map.nodes if nvlink is None else rank_map.domain_ids(nvlink)
-        return nvls_groups(topology, labels)
+        if topology.rank_offset + topology.world_size <= _WALK_LIMIT:
+            labels = rank_map.nodes if nvlink is None else rank_map.domain_ids(nvlink)
+            return nvls_groups(topology, labels, **plan)
+        return nvls_groups_in(topology, _sample_domains(topology, rank_map, nvlink), **plan)
     size = cluster.domain_size
     end = topology.rank_offset + topology.world_size
     if end <= _WALK_LIMIT:
-        return nvls_groups(topology, [r // size for r in range(end)])
+        return nvls_groups(topology, [r // size for r in range(end)], **plan)
     first, last = topology.rank_offset // size, (end - 1) // size
-    return nvls_groups_sampled(topology, size, sorted({first, (first + last) // 2, last}))
+    return nvls_groups_sampled(topology, size, sorted({first, (first + last) // 2, last}), **plan)
+
+
+def _sample_domains(
+    topology: Topology, rank_map: RankMap, tier: int | None
+) -> list[tuple[int, list[int]]]:
+    """The NVLink domains of ``tier`` (hosts when None) a large map is measured on: its first
+    and last, and the first, middle and last of its largest (by the layout's ranks in them),
+    each as its label and its first :data:`~.budget.DOMAIN_SAMPLE` ranks, host by host.
+
+    Time and memory O(hosts) plus the sample.
+    """
+    labels = range(len(rank_map.hosts)) if tier is None else rank_map.host_domain_ids(tier)
+    start, end = topology.rank_offset, topology.rank_offset + topology.world_size
+    spans: list[tuple[int, int, int]] = []  # label, first rank, end of each host's layout ranks
+    first = 0
+    for label, host in zip(labels, rank_map.hosts, strict=True):
+        lo, hi = max(first, start), min(first + host.gpus, end)
+        if lo < hi:
+            spans.append((label, lo, hi))
+        first += host.gpus
+    held: dict[int, int] = {}
+    for label, lo, hi in spans:
+        held[label] = held.get(label, 0) + hi - lo
+    order = list(held)
+    largest = max(held.values())
+    big = [label for label in order if held[label] == largest]
+    picked = {order[0], order[-1], big[0], big[len(big) // 2], big[-1]}
+    ranks: dict[int, list[int]] = {label: [] for label in order if label in picked}
+    for label, lo, hi in spans:
+        if label in ranks and len(ranks[label]) < DOMAIN_SAMPLE:
+            ranks[label].extend(range(lo, min(hi, lo + DOMAIN_SAMPLE - len(ranks[label]))))
+    return list(ranks.items())

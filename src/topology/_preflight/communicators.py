@@ -18,7 +18,7 @@ rank sets of more than ``_COMPARE_LIMIT`` ranks are compared by their aligned pi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -38,7 +38,13 @@ _SAMPLE_CHUNKS = 64
 _EXACT_WORLD = 1 << 10
 """Layouts with an irregular kind are compared on every group and rank up to this world size."""
 
-__all__ = ["Communicators", "communicators", "megatron_new_group_calls"]
+__all__ = [
+    "Communicators",
+    "communicators",
+    "kind_names",
+    "megatron_new_group_calls",
+    "option_ids",
+]
 
 
 @attrs.frozen
@@ -77,18 +83,26 @@ class Communicators:
         }
 
 
-def _keys(topo: Topology) -> dict[str, object]:
-    """Each kind's canonical key; None for an irregular kind (compared by its groups)."""
-    keys: dict[str, object] = {}
+Key = tuple[object, object]
+"""A kind's settings token (its ``pg_options`` object, None without) and its canonical family
+key (None for an irregular kind, compared by its groups)."""
+
+
+def _keys(topo: Topology, options: Mapping[str, object] | None = None) -> dict[str, Key]:
+    """Each kind's :data:`Key`: equal keys with a family key mean one communicator per group."""
+    settings = {} if options is None else options
+    keys: dict[str, Key] = {}
     for kind in topo.kinds:
         shape = shape_of(topo, kind)
-        keys[kind] = None if shape is None else shape.key
+        keys[kind] = (settings.get(kind), None if shape is None else shape.key)
     return keys
 
 
-def _same(topo: Topology, keys: dict[str, object], kind: str, other: str, rank: int) -> bool:
-    """True if ``kind`` and ``other`` give ``rank`` the same rank set."""
-    if keys[kind] is not None and keys[other] is not None:
+def _same(topo: Topology, keys: dict[str, Key], kind: str, other: str, rank: int) -> bool:
+    """True if ``kind`` and ``other`` give ``rank`` the same communicator (ranks and settings)."""
+    if keys[kind][0] != keys[other][0]:
+        return False
+    if keys[kind][1] is not None and keys[other][1] is not None:
         return keys[kind] == keys[other]
     if topo.size(kind) != topo.size(other):
         return False
@@ -118,10 +132,10 @@ def rank_communicators(
     >>> rank_communicators(Topology(8, tp=2, pp=2), 0, separate=("dp",))
     ('dp-cp', 'dp', 'tp-pp', 'tp', 'pp', 'tp-dp-cp')
     """
-    return _rank_communicators(topo, _keys(topo), rank, _names(topo, separate, "separate"))
+    return _rank_communicators(topo, _keys(topo), rank, kind_names(topo, separate, "separate"))
 
 
-def _names(topo: Topology, names: Iterable[str], argument: str) -> frozenset[str]:
+def kind_names(topo: Topology, names: Iterable[str], argument: str) -> frozenset[str]:
     """Canonical kind names of ``names`` (a sequence of kinds of ``topo``)."""
     if isinstance(names, str) or not isinstance(names, Iterable):
         raise TopologyError(
@@ -130,8 +144,22 @@ def _names(topo: Topology, names: Iterable[str], argument: str) -> frozenset[str
     return frozenset(topo.kind(name).name for name in names)
 
 
+def option_ids(topo: Topology, pg_options: Mapping[str, object] | None) -> dict[str, object]:
+    """Per kind given ``pg_options`` (``ProcessGroups.create``'s mapping of kinds to torch
+    options objects), a token of its object: kinds share a communicator only when they have
+    equal rank sets and the same object (compared by identity, as the adapter does)."""
+    if pg_options is None:
+        return {}
+    if not isinstance(pg_options, Mapping):
+        raise TopologyError(
+            f"pg_options must map kinds to options objects, got {show(pg_options)}; "
+            "e.g. pg_options={'dp-cp': options}"
+        )
+    return {topo.kind(name).name: ("options", id(value)) for name, value in pg_options.items()}
+
+
 def _rank_communicators(
-    topo: Topology, keys: dict[str, object], rank: int, separate: frozenset[str] = frozenset()
+    topo: Topology, keys: dict[str, Key], rank: int, separate: frozenset[str] = frozenset()
 ) -> tuple[str, ...]:
     chosen: list[str] = []
     for kind in topo.kinds:
@@ -162,14 +190,19 @@ def _spread(count: int, limit: int = _SAMPLE_CHUNKS) -> list[int]:
 
 
 def communicators(
-    topo: Topology, *, separate: Iterable[str] = (), independent: Iterable[str] = ()
+    topo: Topology,
+    *,
+    separate: Iterable[str] = (),
+    independent: Iterable[str] = (),
+    pg_options: Mapping[str, object] | None = None,
 ) -> Communicators:
     """Count communicators per rank and per strategy; see :class:`Communicators`.
 
     ``separate`` and ``independent`` are :meth:`ProcessGroups.create
     <topology_torch.ProcessGroups.create>`'s: kinds whose groups share a communicator with no
     other kind, and kinds that get a second communicator of their own (equal copies of two
-    kinds are one).
+    kinds are one); ``pg_options`` maps kinds to their options objects, and kinds with equal
+    groups share a communicator only with the same object (or none).
 
     Regular kinds are compared by their keys. A group of an irregular kind is new when it
     equals no group of another distinct kind (regular ones wherever they come in the order,
@@ -178,9 +211,9 @@ def communicators(
     for all, scaled up, and per-rank counts come from sample ranks (an estimate only for the
     rare layouts whose groups of other kinds cut the parents unevenly too).
     """
-    keys = _keys(topo)
-    alone = _names(topo, separate, "separate")
-    copies = _names(topo, independent, "independent")
+    keys = _keys(topo, option_ids(topo, pg_options))
+    alone = kind_names(topo, separate, "separate")
+    copies = kind_names(topo, independent, "independent")
     chosen: list[str] = []
     shared = []
     total = 0
@@ -191,7 +224,7 @@ def communicators(
         if kind in alone:
             total += len(topo.groups(kind))
             continue
-        if keys[kind] is not None:
+        if keys[kind][1] is not None:
             twin = next((k for k in chosen if keys[k] == keys[kind]), None)
             if twin is None:
                 chosen.append(kind)
@@ -218,7 +251,7 @@ def communicators(
         others = [
             k
             for k in chosen
-            if k != kind and (keys[k] is not None or k in irregular[: irregular.index(kind)])
+            if k != kind and (keys[k][1] is not None or k in irregular[: irregular.index(kind)])
         ]
         every = topo.world_size <= _EXACT_WORLD
         per_parent = len(groups) if every else min(len(groups), _per_parent(topo, kind))
@@ -247,7 +280,7 @@ def communicators(
     )
 
 
-def _copy_kinds(topo: Topology, keys: dict[str, object], copies: frozenset[str]) -> list[str]:
+def _copy_kinds(topo: Topology, keys: dict[str, Key], copies: frozenset[str]) -> list[str]:
     """The kinds of ``copies`` whose independent copy is a new communicator: non-singleton, and
     not equal to an earlier copied kind (copies of equal rank sets are one communicator)."""
     found: list[str] = []
@@ -255,7 +288,7 @@ def _copy_kinds(topo: Topology, keys: dict[str, object], copies: frozenset[str])
         if kind not in copies or topo.size(kind) == 1:
             continue
         key = keys[kind]
-        if key is None or all(keys[k] != key for k in found):
+        if key[1] is None or all(keys[k] != key for k in found):
             found.append(kind)
     return found
 

@@ -34,7 +34,9 @@ import attrs
 from .._args import format_choices, show
 from .._errors import TopologyError
 from .._fields import tuple_of
+from .._layout.runs import max_gap, point, top, volume
 from .._megatron.topology import Topology
+from .allocation.hosts import NODE_TIER
 from .allocation.rankmap import RankMap
 from .placement import shape_of
 
@@ -46,6 +48,7 @@ __all__ = [
     "crossing_row",
     "crossings",
     "host_sets",
+    "slot_sets",
 ]
 
 KIND_CLASSES: tuple[tuple[str, ...], ...] = (("tp", "etp"), ("ep", "cp"), ("pp", "dp", "edp"))
@@ -56,8 +59,6 @@ per micro-batch or step. Placement minimises crossings class by class in this or
 PLACED_KINDS: tuple[str, ...] = tuple(kind for group in KIND_CLASSES for kind in group)
 """The kinds :func:`crossings` counts, in :data:`KIND_CLASSES` order."""
 
-NODE_TIER = "node"
-"""The pseudo-tier every map has first: a group crosses it when it spans two hosts."""
 
 HostSets = Counter[frozenset[int]]
 """The distinct host sets one kind's groups run on, each with how many groups share it."""
@@ -79,6 +80,48 @@ def host_sets(topology: Topology, kind: str, nodes: Sequence[int]) -> HostSets:
         if nodes[group[-1]] == first and all(nodes[r] == first for r in group):
             continue
         found[frozenset(nodes[r] for r in group)] += 1
+    return found
+
+
+def slot_sets(topology: Topology, kind: str, gpus: int) -> HostSets:
+    """:func:`host_sets` on hosts of ``gpus`` consecutive ranks (rank ``r`` on host
+    ``r // gpus``), from the kind's shape where it allows, in O(hosts x axes) plus the sets.
+
+    Algorithm: split the offsets ``X`` of a group into runs whose strides are multiples of
+    ``gpus`` (``H``) and the rest (``L``). When no two consecutive points of ``L`` are more
+    than ``gpus`` apart, ``base + L`` touches every host from ``q = base // gpus`` to
+    ``(base + max L) // gpus``, that is ``q .. q + d`` with ``d = (base % gpus + max L) //
+    gpus``, one of two values; ``H`` copies that block ``h / gpus`` hosts on. So the host set
+    depends on ``(q, d)`` only, and the groups of each are the bases in one of two rank
+    intervals per host (counted on the bases). Other shapes walk the ranks.
+
+    >>> slot_sets(Topology(8, tp=4), "tp", 2)
+    Counter({frozenset({0, 1}): 1, frozenset({2, 3}): 1})
+    """
+    end = topology.rank_offset + topology.world_size
+    shape = shape_of(topology, kind)
+    outer = tuple(sorted(shape.outer, key=lambda run: run[1])) if shape is not None else ()
+    if shape is None or shape.inner is None or not _nested(outer):
+        return host_sets(topology, kind, [r // gpus for r in range(end)])
+    low = tuple(run for run in shape.inner if run[1] % gpus)
+    high = [run for run in shape.inner if not run[1] % gpus]
+    if low and max_gap(low) > gpus:
+        return host_sets(topology, kind, [r // gpus for r in range(end)])
+    reach = top(low)
+    copies = [point(i, tuple(high)) // gpus for i in range(volume(tuple(high)))]
+    lattice = _Lattice.of(outer)
+    found: HostSets = Counter()
+    first_host = shape.offset // gpus
+    for host in range(first_host, (shape.offset + top(outer)) // gpus + 1):
+        start = host * gpus - shape.offset
+        cut = start + gpus - reach % gpus  # bases from here on reach one host further
+        for lo, hi, d in (
+            (start, cut - 1, reach // gpus),
+            (cut, start + gpus - 1, reach // gpus + 1),
+        ):
+            count = lattice.between(lo, hi)
+            if count and (d or len(copies) > 1):
+                found[frozenset(host + j + c for j in range(d + 1) for c in copies)] += count
     return found
 
 
@@ -184,10 +227,138 @@ def crossings(topology: Topology, rank_map: RankMap) -> Crossings:
             f"the rank map holds {rank_map.world_size} ranks but the layout needs "
             f"rank_offset + world_size = {end}; give an allocation with more GPUs"
         )
-    nodes = rank_map.nodes
-    tier_labels = [rank_map.host_domain_ids(t) for t in range(len(rank_map.tiers))]
-    return count_crossings(
-        topology, nodes, tier_labels, (NODE_TIER, *(t.name for t in rank_map.tiers))
+    host_labels = [rank_map.host_domain_ids(t) for t in range(len(rank_map.tiers))]
+    names = (NODE_TIER, *(t.name for t in rank_map.tiers))
+    spans = _host_spans(rank_map)
+    runs = [_runs(spans, labels) for labels in (range(len(spans)), *host_labels)]
+    if all(r is not None for r in runs):
+        found = _count_by_intervals(topology, [r for r in runs if r is not None], names)
+        if found is not None:
+            return found
+    return count_crossings(topology, rank_map.nodes, host_labels, names)
+
+
+def _host_spans(rank_map: RankMap) -> list[tuple[int, int]]:
+    """``(first rank, end)`` of each host in launcher order (the last may run fewer ranks)."""
+    spans = []
+    first = 0
+    for host in rank_map.hosts:
+        end = min(first + host.gpus, rank_map.world_size)
+        spans.append((first, end))
+        first = end
+    return spans
+
+
+def _runs(spans: list[tuple[int, int]], labels: Sequence[int]) -> list[tuple[int, int]] | None:
+    """The rank interval of each domain when every domain's hosts are consecutive, else None."""
+    intervals: list[tuple[int, int]] = []
+    last: int | None = None
+    seen: set[int] = set()
+    for (first, end), label in zip(spans, labels, strict=True):
+        if label == last:
+            intervals[-1] = (intervals[-1][0], end)
+            continue
+        if label in seen:
+            return None
+        seen.add(label)
+        last = label
+        intervals.append((first, end))
+    return intervals
+
+
+def _bases_up_to(limit: int, runs: Sequence[tuple[int, int]]) -> int:
+    """How many points ``sum(c_j * e_j)`` (``0 <= c_j < s_j``) of nested ``runs`` are
+    ``<= limit``, in O(runs): each stride exceeds the span of the runs below it, so at most one
+    digit value per run is cut."""
+    return _Lattice.of(runs).up_to(limit)
+
+
+@attrs.frozen
+class _Lattice:
+    """Nested runs, outermost first, each with the span and the point count of those below."""
+
+    levels: tuple[tuple[int, int, int, int], ...]  # size, stride, span below, points below
+
+    @classmethod
+    def of(cls, runs: Sequence[tuple[int, int]]) -> _Lattice:
+        levels = []
+        span, points = 0, 1
+        for size, stride in runs:
+            levels.append((size, stride, span, points))
+            span += (size - 1) * stride
+            points *= size
+        return cls(tuple(reversed(levels)))
+
+    def up_to(self, limit: int) -> int:
+        """The points ``<= limit``."""
+        total = 0
+        for size, stride, span, points in self.levels:
+            if limit < 0:
+                return total
+            whole = min(size, max(0, (limit - span) // stride + 1))
+            total += whole * points
+            if whole == size or whole * stride > limit:
+                return total
+            limit -= whole * stride
+        return total + (limit >= 0)
+
+    def between(self, lo: int, hi: int) -> int:
+        """The points from ``lo`` to ``hi``."""
+        return self.up_to(hi) - self.up_to(lo - 1) if hi >= lo else 0
+
+
+def _nested(runs: Sequence[tuple[int, int]]) -> bool:
+    """True if each run's stride exceeds the largest point of the runs below it."""
+    span = 0
+    for size, stride in runs:
+        if stride <= span:
+            return False
+        span += (size - 1) * stride
+    return True
+
+
+def _contained(topology: Topology, kind: str, intervals: list[tuple[int, int]]) -> int | None:
+    """How many groups of ``kind`` lie inside one of ``intervals`` (rank ranges), counted on
+    the group bases in O(intervals x axes); None for a kind without nested translates."""
+    shape = shape_of(topology, kind)
+    if shape is None:
+        return None
+    outer = tuple(sorted(shape.outer, key=lambda run: run[1]))
+    if not _nested(outer):
+        return None
+    reach = top(shape.inner) if shape.inner is not None else shape.explicit[-1]
+    lattice = _Lattice.of(outer)
+    first_base, last_base = shape.offset, shape.offset + top(outer)
+    total = 0
+    for first, end in intervals:
+        if end > first_base and first <= last_base:
+            total += lattice.between(first - shape.offset, end - 1 - reach - shape.offset)
+    return total
+
+
+def _count_by_intervals(
+    topology: Topology, runs: list[list[tuple[int, int]]], names: tuple[str, ...]
+) -> Crossings | None:
+    """:func:`count_crossings` where every domain of every tier is one rank interval: a group
+    stays in a domain when its first and last ranks do, so each tier's crossings are the groups
+    minus those inside one interval, in O(hosts x kinds x axes) whatever the world size (None
+    for a kind without nested translates: the caller walks the ranks)."""
+    kinds = tuple(k for k in PLACED_KINDS if k in topology.kinds)
+    first = distinct_kinds(topology, kinds)
+    measured: dict[str, tuple[int, ...]] = {}
+    for kind in kinds:
+        if first[kind] != kind:
+            continue
+        total = len(topology.groups(kind))
+        inside = [_contained(topology, kind, intervals) for intervals in runs]
+        if any(n is None for n in inside):
+            return None
+        measured[kind] = tuple(total - n for n in inside if n is not None)
+    return Crossings(
+        tiers=names,
+        kinds=kinds,
+        crossing=tuple(measured[first[kind]] for kind in kinds),
+        totals=tuple(len(topology.groups(kind)) for kind in kinds),
     )
 
 

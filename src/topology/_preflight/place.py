@@ -51,7 +51,7 @@ from .crossings import (
     crossing_row,
     crossings,
     distinct_kinds,
-    host_sets,
+    slot_sets,
 )
 from .place_search import WeightedSet, improve
 
@@ -306,10 +306,9 @@ class _Structure:
 
     @classmethod
     def of(cls, topo: Topology, gpus: int, slots: int) -> _Structure:
-        nodes = [r // gpus for r in range(topo.world_size)]
         kinds = tuple(k for k in PLACED_KINDS if k in topo.kinds)
         first = distinct_kinds(topo, kinds)
-        sets = {k: host_sets(topo, k, nodes) for k in kinds if first[k] == k}
+        sets = {k: slot_sets(topo, k, gpus) for k in kinds if first[k] == k}
         totals = {k: len(topo.groups(k)) for k in kinds}
         levels = [sets[first[k]] for k in sorted(kinds, key=lambda k: _rank(k, sets[first[k]]))]
         return cls(kinds, first, sets, totals, _tree(slots, levels))

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from .._megatron.topology import Topology
 from .allocation.model import Allocation
-from .crossings import distinct_kinds, host_sets
+from .crossings import distinct_kinds, slot_sets
 
 __all__ = ["lower_bound"]
 
@@ -41,11 +41,10 @@ def lower_bound(
         host.domains[index] if host.domains[index] is not None else f"\0{position}"
         for position, host in enumerate(allocation.hosts)
     )
-    nodes = [r // gpus for r in range(topology.world_size)]
     first = distinct_kinds(topology, [k for k in kinds if k in topology.kinds])
     total = 0
     for kind in first:
-        sets = host_sets(topology, first[kind], nodes)
+        sets = slot_sets(topology, first[kind], gpus)
         if not sets:
             continue
         sizes = {len(hosts) for hosts in sets}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..._args import show
 from ..._errors import TopologyError
-from .hostlist import expand_hostlist
+from .hostlist import HostCount
 from .hosts import MAX_GPUS_PER_HOST, check_gpus
 from .model import Allocation, Host
 from .textfile import check_host_name, lines, read_text
@@ -38,12 +38,18 @@ def _slots(option: str, where: str) -> int:
             "e.g. node1 slots=8"
         )
     value = value.strip()
-    if not value.isascii() or not value.isdecimal() or not 1 <= int(value) <= MAX_GPUS_PER_HOST:
+    number = value.lstrip("0") or "0"  # int() stops at 4,300 digits; a count has a few
+    if (
+        not value.isascii()
+        or not value.isdecimal()
+        or len(number) > len(str(MAX_GPUS_PER_HOST))
+        or not 1 <= int(number) <= MAX_GPUS_PER_HOST
+    ):
         raise TopologyError(
             f"{where} has slots={show(value)[1:-1]}; slots must be an int from 1 to "
             f"{MAX_GPUS_PER_HOST}"
         )
-    return int(value)
+    return int(number)
 
 
 def parse_hostfile(
@@ -60,6 +66,7 @@ def parse_hostfile(
         check_gpus("gpus_per_host", gpus_per_host)
     hosts: list[Host] = []
     first_line: dict[str, int] = {}
+    count = HostCount(label)
     for number, content in lines(text):
         where = f"{label} line {number}"
         head, *options = content.split()
@@ -73,7 +80,7 @@ def parse_hostfile(
                 f"{where}: host {show(head)} has no slots=N and no gpus_per_host was given; "
                 "add slots=N or pass gpus_per_host"
             )
-        for name in expand_hostlist(head):
+        for name in count.expand(head):
             check_host_name(name, where)
             if name in first_line:
                 raise TopologyError(

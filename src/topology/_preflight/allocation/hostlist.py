@@ -30,10 +30,24 @@ from collections.abc import Iterable
 from ..._args import show
 from ..._errors import TopologyError
 
-__all__ = ["MAX_HOSTS", "compress_hostlist", "expand_hostlist", "natural_key", "slurm_key"]
+__all__ = [
+    "MAX_DIGITS",
+    "MAX_HOSTS",
+    "HostCount",
+    "compress_hostlist",
+    "expand_hostlist",
+    "natural_key",
+    "slurm_key",
+]
 
 MAX_HOSTS = 1 << 20
-"""The most hosts one host list may expand to (Slurm itself stops at 256 Ki ranges)."""
+"""The most hosts one host list may expand to, and all the host lists of one input together
+(a hostfile, an allocation file, a ``topology.conf``, a Topograph file): Slurm itself stops at
+256 Ki ranges."""
+
+MAX_DIGITS = 64
+"""The most digits of a number in a host-list bracket (Slurm reads them as 64-bit integers,
+at most 20 digits, plus zero padding); longer ones are refused before any is converted."""
 
 _SEPARATORS = ", \t\r\n"
 _FORBIDDEN = re.compile(r"[\[\],\s]")
@@ -69,9 +83,11 @@ def _entries(text: str) -> list[str]:
     return entries
 
 
-def _numbers(body: str, text: str) -> list[str]:
-    """The numbers of one bracket body, ``"01-03,7"`` -> ``["01", "02", "03", "7"]``."""
-    numbers: list[str] = []
+def _numbers(body: str, text: str, limit: int) -> list[str]:
+    """The numbers of one bracket body, ``"01-03,7"`` -> ``["01", "02", "03", "7"]``; more
+    than ``limit`` of them is refused before any is listed."""
+    ranges: list[tuple[int, int, int]] = []
+    count = 0
     for part in body.split(","):
         lo, dash, hi = part.partition("-")
         if not _DIGITS.fullmatch(lo) or (dash and not _DIGITS.fullmatch(hi)):
@@ -79,28 +95,38 @@ def _numbers(body: str, text: str) -> list[str]:
                 f"host list {show(text)} has range {show(part)}; a range is a number or lo-hi "
                 "with digits only, e.g. [1-4,7]"
             )
+        longest = max(len(lo), len(hi))
+        if longest > MAX_DIGITS:
+            raise TopologyError(
+                f"host list {show(text)} has a number of {longest} digits; numbers in brackets "
+                f"have at most {MAX_DIGITS}"
+            )
         first, last = int(lo), int(hi) if dash else int(lo)
         if first > last:
             raise TopologyError(
                 f"host list {show(text)} has range {show(part)} with {first} > {last}; "
                 f"write {last}-{first}"
             )
-        if last - first + 1 > MAX_HOSTS:
-            raise TopologyError(f"host list {show(text)} has more than {MAX_HOSTS} hosts")
-        width = len(lo)
-        numbers.extend(f"{n:0{width}d}" for n in range(first, last + 1))
-    return numbers
+        count += last - first + 1
+        if count > limit:
+            raise _TooMany(count)
+        ranges.append((first, last, len(lo)))
+    return [f"{n:0{width}d}" for first, last, width in ranges for n in range(first, last + 1)]
 
 
-def _expand_entry(entry: str, text: str) -> list[str]:
+class _TooMany(Exception):
+    """A host list names more hosts than allowed (the caller words the message)."""
+
+
+def _expand_entry(entry: str, text: str, limit: int) -> list[str]:
     names = [""]
     rest = entry
     while "[" in rest:
         head, _, tail = rest.partition("[")
         body, _, rest = tail.partition("]")
-        numbers = _numbers(body, text)
-        if len(names) * len(numbers) > MAX_HOSTS:
-            raise TopologyError(f"host list {show(text)} has more than {MAX_HOSTS} hosts")
+        numbers = _numbers(body, text, limit // len(names))
+        if len(names) * len(numbers) > limit:
+            raise _TooMany(len(names) * len(numbers))
         names = [f"{name}{head}{number}" for name in names for number in numbers]
     return [name + rest for name in names]
 
@@ -110,7 +136,8 @@ def expand_hostlist(text: str) -> tuple[str, ...]:
 
     Raises:
         TopologyError: unpaired or nested brackets, a range that is not ``lo-hi`` with
-            ``lo <= hi``, or more than :data:`MAX_HOSTS` hosts.
+            ``lo <= hi``, a number of more than :data:`MAX_DIGITS` digits, or more than
+            :data:`MAX_HOSTS` hosts (refused before they are listed).
 
     >>> expand_hostlist("a[1-2]b[3-4]")
     ('a1b3', 'a1b4', 'a2b3', 'a2b4')
@@ -118,14 +145,42 @@ def expand_hostlist(text: str) -> tuple[str, ...]:
     Traceback (most recent call last):
     topology._errors.TopologyError: host list 'node[3-1]' has range '3-1' with 3 > 1; write 1-3
     """
-    if not isinstance(text, str):
-        raise TopologyError(f"a host list must be a string, got {show(text)}")
-    hosts: list[str] = []
-    for entry in _entries(text):
-        hosts.extend(_expand_entry(entry, text))
-        if len(hosts) > MAX_HOSTS:
-            raise TopologyError(f"host list {show(text)} has more than {MAX_HOSTS} hosts")
-    return tuple(hosts)
+    return HostCount("").expand(text)
+
+
+class HostCount:
+    """The hosts the host lists of one input have named so far, at most :data:`MAX_HOSTS` in
+    all: each list is refused before it is expanded past the rest of that budget.
+
+    >>> count = HostCount("hostfile 'h'")
+    >>> count.expand("n[1-3]"), count.named
+    (('n1', 'n2', 'n3'), 3)
+    """
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.named = 0
+
+    def expand(self, text: str) -> tuple[str, ...]:
+        """:func:`expand_hostlist` of ``text``, counted against the input's budget."""
+        if not isinstance(text, str):
+            raise TopologyError(f"a host list must be a string, got {show(text)}")
+        limit = MAX_HOSTS - self.named
+        hosts: list[str] = []
+        try:
+            for entry in _entries(text):
+                hosts.extend(_expand_entry(entry, text, limit - len(hosts)))
+                if len(hosts) > limit:
+                    raise _TooMany(len(hosts))
+        except _TooMany:
+            if self.label:
+                raise TopologyError(
+                    f"{self.label} names more than {MAX_HOSTS} hosts in all its host lists "
+                    f"({self.named} before {show(text)}); give the job's hosts only"
+                ) from None
+            raise TopologyError(f"host list {show(text)} has more than {MAX_HOSTS} hosts") from None
+        self.named += len(hosts)
+        return tuple(hosts)
 
 
 def _split(host: str) -> tuple[str, str, str] | None:
@@ -186,17 +241,24 @@ def compress_hostlist(hosts: Iterable[str]) -> str:
     return ",".join(written)
 
 
-def natural_key(host: str) -> tuple[tuple[int, int, str], ...]:
+def _number(digits: str) -> tuple[int, str]:
+    """A run of digits as a key that orders like its value, for any length (no int())."""
+    value = digits.lstrip("0")
+    return len(value), value
+
+
+def natural_key(host: str) -> tuple[tuple[int, tuple[int, str], str], ...]:
     """Sort key of natural order: runs of digits compare as numbers (``node7 < node66``).
 
     A total order: equal keys mean equal names (``node07`` and ``node7`` tie on the number and
     are then told apart by the digits as written). Digit runs sort before text at the same place.
+    Numbers of any length compare by value, without converting them.
 
     >>> sorted(["b2", "a10", "a9", "a09"], key=natural_key)
     ['a09', 'a9', 'a10', 'b2']
     """
     return tuple(
-        (0, int(chunk), chunk) if _DIGITS.fullmatch(chunk) else (1, 0, chunk)
+        (0, _number(chunk), chunk) if _DIGITS.fullmatch(chunk) else (1, (0, ""), chunk)
         for chunk in _CHUNKS.findall(host)
     )
 
@@ -211,5 +273,5 @@ def slurm_key(host: str) -> tuple[object, ...]:
     prefix = host.rstrip("0123456789")
     number = host[len(prefix) :]
     if not number:
-        return (natural_key(prefix), 0, 0, 0, host)
-    return (natural_key(prefix), 1, int(number), len(number), host)
+        return (natural_key(prefix), 0, (0, ""), 0, host)
+    return (natural_key(prefix), 1, _number(number), len(number), host)

@@ -18,6 +18,7 @@ from .hostlist import natural_key, slurm_key
 __all__ = [
     "LAUNCHER_ORDERS",
     "MAX_GPUS_PER_HOST",
+    "NODE_TIER",
     "Host",
     "LauncherOrder",
     "Tier",
@@ -29,6 +30,10 @@ __all__ = [
 
 LauncherOrder = Literal["listed", "lexicographic", "natural", "slurm"]
 LAUNCHER_ORDERS: tuple[LauncherOrder, ...] = ("listed", "lexicographic", "natural", "slurm")
+
+NODE_TIER = "node"
+"""The built-in tier every rank map has first (a group crosses it when it spans two hosts); no
+:class:`Tier` may take its name, or a crossing table would hold two columns of one name."""
 
 MAX_GPUS_PER_HOST = 1 << 16
 """More GPUs than any host has; keeps a typo (``gpus = 80000``) an error."""
@@ -51,6 +56,15 @@ def _name(owner: object, attribute: Any, value: Any) -> None:
         raise TopologyError(
             f"{type(owner).__name__}.{attribute.name} must be a non-empty name without "
             f"surrounding blanks, got {show(value)}"
+        )
+
+
+def _tier_name(owner: object, attribute: Any, value: Any) -> None:
+    _name(owner, attribute, value)
+    if value == NODE_TIER:
+        raise TopologyError(
+            f"Tier.name {show(value)} is the built-in tier of hosts (a group crosses it when it "
+            f"spans two hosts), so a tier cannot take it; rename the tier, e.g. 'node-group'"
         )
 
 
@@ -85,13 +99,14 @@ class Tier:
     """One level of the hierarchy above the hosts: its name, speed, and whether it is NVLink.
 
     ``nvlink`` marks a tier whose domains share one NVLink fabric (an NVL72 rack); without one,
-    the host is the NVLink domain.
+    the host is the NVLink domain. The name ``node`` is taken by the built-in tier of hosts
+    (:data:`NODE_TIER`) and refused, so every reader refuses a file that names a tier so.
 
     >>> Tier("leaf", bandwidth=50e9, latency=10e-6)
     Tier(name='leaf', bandwidth=50000000000.0, latency=1e-05, nvlink=False)
     """
 
-    name: str = attrs.field(validator=_name)
+    name: str = attrs.field(validator=_tier_name)
     bandwidth: float | None = attrs.field(default=None, validator=_optional_amount)
     latency: float | None = attrs.field(default=None, validator=_optional_amount)
     nvlink: bool = attrs.field(default=False, validator=flag)

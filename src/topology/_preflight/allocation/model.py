@@ -43,6 +43,7 @@ Location(rank=5, node=1, host='node9', local_gpu=1, domains=('rack1',))
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import attrs
@@ -74,8 +75,7 @@ def _hosts(owner: Allocation, attribute: Any, value: Any) -> None:
 def _tiers(owner: Allocation, attribute: Any, value: Any) -> None:
     if not isinstance(value, tuple) or not all(isinstance(t, Tier) for t in value):
         raise TopologyError(f"Allocation.tiers must be a tuple of Tier, got {show(value)}")
-    names = [t.name for t in value]
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    repeated = sorted(n for n, k in Counter(t.name for t in value).items() if k > 1)
     if repeated:
         raise TopologyError(f"tier names must differ; {', '.join(repeated)} appears twice")
 

@@ -37,7 +37,7 @@ from typing import Any
 from ..._args import show
 from ..._datafile import read_data
 from ..._errors import TopologyError
-from .hostlist import expand_hostlist
+from .hostlist import HostCount
 from .hosts import check_gpus
 from .model import Allocation, Host, Tier
 
@@ -91,7 +91,7 @@ def _tier(index: int, item: object, where: str) -> Tier:
 
 
 def _hosts(
-    index: int, item: object, where: str, tiers: list[Tier], default: int | None
+    index: int, item: object, where: str, tiers: list[Tier], default: int | None, count: HostCount
 ) -> list[Host]:
     here = f"{where} hosts[{index}]"
     table = _table(item, here, _HOST)
@@ -104,7 +104,7 @@ def _hosts(
     else:
         if not isinstance(table["names"], str):
             raise TopologyError(f'{here}.names must be a host list string such as "n[1-4]"')
-        names = expand_hostlist(table["names"])
+        names = count.expand(table["names"])
     gpus = table.get("gpus", default)
     if gpus is None:
         raise TopologyError(f"{here} has no gpus and the file no gpus_per_host; give either")
@@ -142,8 +142,9 @@ def allocation_from_dict(data: object, label: str = "allocation") -> Allocation:
     if "hosts" not in top:
         raise TopologyError(f"{label} has no hosts; add [[hosts]] tables")
     hosts: list[Host] = []
+    count = HostCount(label)
     for index, item in enumerate(_list(top["hosts"], f"{label} hosts")):
-        hosts.extend(_hosts(index, item, label, tiers, default))
+        hosts.extend(_hosts(index, item, label, tiers, default, count))
     if not hosts:
         raise TopologyError(f"{label} has no hosts; add [[hosts]] tables")
     try:

@@ -43,7 +43,7 @@ from typing import Literal
 
 from ..._args import show
 from ..._errors import TopologyError
-from .hostlist import expand_hostlist
+from .hostlist import HostCount
 from .hosts import check_gpus
 from .model import Allocation, Host, Tier
 from .textfile import lines, read_text, selected_hosts
@@ -53,6 +53,8 @@ __all__ = ["parse_slurm_topology", "read_slurm_topology"]
 _TREE_KEYS = {"switchname", "switches", "nodes", "linkspeed"}
 _BLOCK_KEYS = {"blockname", "nodes"}
 _TIER_NAMES = ("leaf", "spine", "core")
+_MAX_DIGITS = 18
+"""The most digits of a ``BlockSizes`` entry (Slurm reads them as 32-bit integers)."""
 
 Line = tuple[int, dict[str, str]]
 
@@ -81,10 +83,17 @@ def _check_keys(number: int, fields: dict[str, str], allowed: set[str], label: s
         )
 
 
-def _tree(entries: list[Line], label: str) -> tuple[list[str], dict[str, list[str]]]:
-    """Tier names, and each node's domains (innermost first) in the order nodes appear."""
+def _tree(
+    entries: list[Line], label: str, count: HostCount
+) -> tuple[list[str], dict[str, list[str]]]:
+    """Tier names, and each node's domains (innermost first) in the order nodes appear.
+
+    Linear in the file and the output, without recursion: switch levels come from one
+    iterative depth-first walk, and each leaf's domains from one pass up its chain (levels
+    grow strictly towards the root, so each tier's switch is found by moving one pointer).
+    """
     children: dict[str, list[str]] = {}
-    nodes: dict[str, list[str]] = {}
+    nodes: dict[str, tuple[str, ...]] = {}
     defined: dict[str, int] = {}
     for number, fields in entries:
         _check_keys(number, fields, _TREE_KEYS, label)
@@ -100,8 +109,8 @@ def _tree(entries: list[Line], label: str) -> tuple[list[str], dict[str, list[st
                 f"{label} line {number}: switch {show(name)} has both Nodes and Switches; "
                 "a leaf switch has Nodes, a higher one Switches"
             )
-        children[name] = list(expand_hostlist(fields.get("switches", "")))
-        nodes[name] = list(expand_hostlist(fields.get("nodes", "")))
+        children[name] = list(count.expand(fields.get("switches", "")))
+        nodes[name] = count.expand(fields.get("nodes", ""))
     parent: dict[str, str] = {}
     for name, kids in children.items():
         for kid in kids:
@@ -116,28 +125,20 @@ def _tree(entries: list[Line], label: str) -> tuple[list[str], dict[str, list[st
                     f"{show(name)}; give each switch one parent"
                 )
             parent[kid] = name
-    level: dict[str, int] = {}
-
-    def level_of(name: str, path: tuple[str, ...]) -> int:
-        if name in path:
-            loop = " -> ".join((*path[path.index(name) :], name))
-            raise TopologyError(f"{label}: switches form a loop ({loop})")
-        if name not in level:
-            kids = children[name]
-            level[name] = 1 + max(level_of(k, (*path, name)) for k in kids) if kids else 0
-        return level[name]
-
-    for name in defined:
-        level_of(name, ())
+    level = _levels(children, parent, label)
     depth = max(level.values()) + 1
     tiers = [_TIER_NAMES[i] if i < len(_TIER_NAMES) else f"level{i}" for i in range(depth)]
     domains: dict[str, list[str]] = {}
     leaf_of: dict[str, str] = {}
     for leaf, members in nodes.items():
-        chain = [leaf]
-        while chain[-1] in parent:
-            chain.append(parent[chain[-1]])
-        per_tier = [next((s for s in chain if level[s] >= t), chain[-1]) for t in range(depth)]
+        if not members:
+            continue
+        per_tier: list[str] = []
+        switch = leaf
+        for tier in range(depth):
+            while level[switch] < tier and switch in parent:
+                switch = parent[switch]
+            per_tier.append(switch)
         for node in members:
             if node in leaf_of:
                 raise TopologyError(
@@ -149,8 +150,41 @@ def _tree(entries: list[Line], label: str) -> tuple[list[str], dict[str, list[st
     return tiers, domains
 
 
+def _levels(children: dict[str, list[str]], parent: dict[str, str], label: str) -> dict[str, int]:
+    """Each switch's level (0 for a leaf, one more than its highest child), by an iterative
+    walk from each root; a switch never reached from a root lies on a loop."""
+    level: dict[str, int] = {}
+    for root in children:
+        if root in parent:
+            continue
+        stack = [(root, 0)]
+        while stack:
+            name, next_kid = stack.pop()
+            kids = children[name]
+            if next_kid < len(kids):
+                stack.append((name, next_kid + 1))
+                stack.append((kids[next_kid], 0))
+                continue
+            level[name] = 1 + max(level[k] for k in kids) if kids else 0
+    if len(level) < len(children):
+        start = next(name for name in children if name not in level)
+        loop = [start]
+        while parent[loop[-1]] not in loop:
+            loop.append(parent[loop[-1]])
+        loop = loop[loop.index(parent[loop[-1]]) :]
+        shown = " -> ".join(reversed([*loop, loop[0]]))
+        raise TopologyError(f"{label}: switches form a loop ({shown})")
+    return level
+
+
 def _block_sizes(number: int, value: str, label: str) -> list[int]:
     parts = value.split(",")
+    longest = max(len(p) for p in parts)
+    if longest > _MAX_DIGITS:
+        raise TopologyError(
+            f"{label} line {number} has a BlockSizes entry of {longest} characters; block "
+            f"sizes have at most {_MAX_DIGITS} digits, e.g. 18,36"
+        )
     if not all(p.isascii() and p.isdecimal() and int(p) > 0 for p in parts):
         raise TopologyError(
             f"{label} line {number} has BlockSizes={value}; give positive ints, e.g. 18,36"
@@ -169,7 +203,7 @@ def _block_sizes(number: int, value: str, label: str) -> list[int]:
 
 
 def _block(
-    entries: list[Line], sizes: list[int], label: str
+    entries: list[Line], sizes: list[int], label: str, count: HostCount
 ) -> tuple[list[str], dict[str, list[str]]]:
     blocks: list[tuple[str, list[str]]] = []
     defined: dict[str, int] = {}
@@ -182,7 +216,7 @@ def _block(
                 f"(first on line {defined[name]})"
             )
         defined[name] = number
-        blocks.append((name, list(expand_hostlist(fields.get("nodes", "")))))
+        blocks.append((name, list(count.expand(fields.get("nodes", "")))))
     factors = [size // sizes[0] for size in sizes[1:]]
     tiers = ["block", *(f"block{size}" for size in sizes[1:])]
     domains: dict[str, list[str]] = {}
@@ -256,10 +290,10 @@ def parse_slurm_topology(
         kind = "SwitchName" if plugin == "tree" else "BlockName"
         raise TopologyError(f"{label} has no {kind} lines for the {plugin} plugin")
     if plugin == "tree":
-        names, domains = _tree(tree, label)
+        names, domains = _tree(tree, label, HostCount(label))
         tiers = [Tier(name) for name in names]
     else:
-        names, domains = _block(block, sizes or [1], label)
+        names, domains = _block(block, sizes or [1], label, HostCount(label))
         tiers = [Tier(name, nvlink=block_nvlink and i == 0) for i, name in enumerate(names)]
     chosen_hosts = selected_hosts(hosts, label)
     if chosen_hosts is None:
