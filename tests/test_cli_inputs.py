@@ -76,6 +76,8 @@ SPELLINGS = {
     "dist_opt_instances": ("--dist-opt-instances", "--num-distributed-optimizer-instances"),
     "hcp_sizes": ("--hcp-sizes", "--hierarchical-context-parallel-sizes"),
     "dp": ("--dp",),
+    "gtp": ("--gtp",),
+    "egtp": ("--egtp",),
     "rank_offset": ("--rank-offset",),
     "order": ("--order",),
     "gpus_per_node": ("--gpus-per-node",),
