@@ -71,7 +71,7 @@ def families(
     shares.
 
     >>> [kind for kind, _ in families(Topology(8, tp=2, pp=2), independent=("dp",))]
-    ['dp-cp', 'tp-pp', 'tp', 'pp', 'tp-dp-cp', 'dp-cp']
+    ['dp-cp', 'tp-pp', 'tp', 'pp', 'tp-dp-cp', 'dp']
     """
     alone = kind_names(topo, separate, "separate")
     copies = kind_names(topo, independent, "independent")
