@@ -22,24 +22,29 @@ pip_install() {
   "$venv/bin/python" -m pip --disable-pip-version-check -q install "$@" 2>&1 |
     { grep -v "^WARNING: Location" || true; }
 }
-if [ "$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' \
-  2>/dev/null)" != "$version" ]; then
-  # torch with the dependencies it asks for (torch 2.11 wants setuptools<82, which the project
-  # pins higher): an empty constraints file stands in for the project's and the machine's pins.
-  : >"$venv/no-constraints.txt"
-  PIP_CONSTRAINT="$PWD/$venv/no-constraints.txt" pip_install "torch==$version"
+stamp=$venv/.rank-topology-compat
+want=$(cat pyproject.toml constraints.txt scripts/compat.sh | cksum)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  if [ "$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' \
+    2>/dev/null)" != "$version" ]; then
+    # torch with the dependencies it asks for (torch 2.11 wants setuptools<82, which the project
+    # pins higher): an empty constraints file stands in for the project's and the machine's pins.
+    : >"$venv/no-constraints.txt"
+    PIP_CONSTRAINT="$PWD/$venv/no-constraints.txt" pip_install "torch==$version"
+  fi
+  # Then the project's pins, less those of what torch brought (PIP_CONSTRAINT, not -c, so that
+  # the isolated build environment is pinned too).
+  "$venv/bin/python" -m pip --disable-pip-version-check list --format=freeze 2>/dev/null |
+    sed 's/==.*//' | tr 'A-Z_' 'a-z-' >"$venv/installed.txt"
+  while IFS= read -r line; do
+    name=$(echo "${line%%==*}" | tr 'A-Z_' 'a-z-')
+    grep -qx "$name" "$venv/installed.txt" || echo "$line"
+  done <constraints.txt >"$venv/constraints.txt"
+  PIP_CONSTRAINT="$PWD/$venv/constraints.txt" pip_install -e ".[test]"
+  PIP_CONSTRAINT="$PWD/$venv/constraints.txt" pip_install --no-deps "megatron-core==0.16.1" \
+    numpy einops
+  echo "$want" >"$stamp"
 fi
-# Then the project's pins, less torch's and those of what torch brought (PIP_CONSTRAINT, not -c,
-# so that the isolated build environment is pinned too).
-"$venv/bin/python" -m pip --disable-pip-version-check list --format=freeze 2>/dev/null |
-  sed 's/==.*//' | tr 'A-Z_' 'a-z-' >"$venv/installed.txt"
-while IFS= read -r line; do
-  name=$(echo "${line%%==*}" | tr 'A-Z_' 'a-z-')
-  grep -qx "$name" "$venv/installed.txt" || echo "$line"
-done <constraints.txt >"$venv/constraints.txt"
-export PIP_CONSTRAINT="$PWD/$venv/constraints.txt"
-pip_install -e ".[test]"
-pip_install --no-deps "megatron-core==0.16.1" numpy einops
 "$venv/bin/python" -c 'import torch; print(f"torch {torch.__version__}, cuda {torch.version.cuda}")'
 log=$(mktemp)
 set +e

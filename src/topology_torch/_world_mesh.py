@@ -111,7 +111,12 @@ def _layouts() -> _Layouts:
             return _Layouts(flat, one_stride=True)
         else:
             problem = "_MeshLayout has neither collapse (_FlatLayout) nor coalesce/nest"
-    raise TopologyError(
+    raise _missing(problem)
+
+
+def _missing(problem: str) -> TopologyError:
+    """The error for a torch whose ``DeviceMesh`` internals are not those world_mesh uses."""
+    return TopologyError(
         f"world_mesh needs torch DeviceMesh internals that torch {torch.__version__} does not "
         f"have ({problem}); it was verified with torch {', '.join(VERIFIED_TORCH)}: install one "
         "of those, or use ProcessGroups.device_mesh (one mesh per call) with this torch"
@@ -133,10 +138,7 @@ def _one_stride(layouts: _Layouts, name: str, kind: str, walk: tuple[Any, Any]) 
 def _check_root(root: DeviceMesh) -> None:
     for name in ("_flatten_mapping", "_pg_registry", "_dim_group_names", "_layout", "_rank_map"):
         if not hasattr(root, name):
-            raise TopologyError(
-                f"a torch {torch.__version__} DeviceMesh has no {name}; world_mesh was verified "
-                f"with torch {', '.join(VERIFIED_TORCH)}"
-            )
+            raise _missing(f"a DeviceMesh has no {name}")  # torch 2.10 has no _pg_registry
 
 
 def _grid(topology: Topology | AxisGroups, me: int, dims: Sequence[str]) -> torch.Tensor:
