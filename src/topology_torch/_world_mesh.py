@@ -11,8 +11,11 @@ our communicator for that rank set, so ``mesh["dp_shard", "cp"]._flatten()``,
 
 This reaches into torch's private ``DeviceMesh`` internals (``_flatten_mapping``, ``_layout``,
 ``_rank_map``, ``_pg_registry``, ``_dim_group_names``, ``torch.distributed._mesh_layout``).
-Verified with torch 2.13; a torch whose internals differ gets a ``TopologyError`` naming what
-is missing instead of a silently wrong mesh.
+Verified with torch 2.11 to 2.15 (:data:`VERIFIED_TORCH`), read by feature, not by version:
+torch 2.13 and newer write a flattened dim as a ``_FlatLayout``, 2.11 and 2.12 as a coalesced
+pycute ``_MeshLayout`` and slice only flattened dims of one stride from the root, so there a
+``flatten=`` kind of several strides is a ``TopologyError`` naming torch 2.13. A torch whose
+internals differ gets a ``TopologyError`` naming what is missing instead of a silently wrong mesh.
 
 The mesh's rank tensor comes from the core only: ranks reachable from this rank along the
 dimensions' groups (:meth:`topology.Topology.group_of`), placed by their position in each group
@@ -29,7 +32,8 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -40,7 +44,7 @@ from topology import AxisGroups, Topology, TopologyError
 
 __all__ = ["VERIFIED_TORCH", "Groups", "sliced", "world_mesh"]
 
-VERIFIED_TORCH = ("2.13",)
+VERIFIED_TORCH = ("2.11", "2.12", "2.13", "2.14", "2.15")
 """torch versions whose ``DeviceMesh`` internals this module was checked against."""
 
 
@@ -63,14 +67,32 @@ class Groups(Protocol):
     def has_group(self, kind: str) -> bool: ...
 
 
-def _internals() -> tuple[Any, Any]:
-    """torch's ``_MeshLayout`` and ``_FlatLayout``, or ``TopologyError`` if torch changed them."""
+@dataclass(frozen=True)
+class _Layouts:
+    """How this torch writes a 1-D flattened mesh's layout, as its own ``_flatten`` does."""
+
+    flat: Callable[[tuple[int, ...], tuple[int, ...]], Any]
+    """The layout of the ranks ``sizes:strides`` (outermost first) of the root's rank map."""
+    one_stride: bool
+    """Whether the root slices only flattened dims of one stride (torch before 2.13)."""
+
+
+def _layouts() -> _Layouts:
+    """This torch's flattened-mesh layouts, or ``TopologyError`` naming what it lacks.
+
+    torch 2.13 and newer (``_FlatLayout``): ``_MeshLayout([_FlatLayout(sizes, strides)])``.
+    torch 2.11 and 2.12 (``_MeshLayout`` is a pycute ``Layout``): ``_MeshLayout(sizes,
+    strides).coalesce()``, nested when more than one stride is left; such a dim cannot be sliced
+    from the root there ("only allows slicing out a contiguous flattened dim").
+    """
     problem = ""
     try:
-        from torch.distributed._mesh_layout import _FlatLayout, _MeshLayout
+        from torch.distributed import _mesh_layout
     except ImportError as error:
         problem = f"torch.distributed._mesh_layout is missing ({error})"
     else:
+        mesh_layout = _mesh_layout._MeshLayout
+        flat_layout = getattr(_mesh_layout, "_FlatLayout", None)
         wanted = {"_layout", "_rank_map", "_root_mesh", "_init_backend", "mesh_dim_names"}
         have = set(inspect.signature(DeviceMesh.__init__).parameters)
         methods = ("from_group", "_flatten", "_create_flatten_mesh", "_get_slice_mesh_layout")
@@ -78,24 +100,45 @@ def _internals() -> tuple[Any, Any]:
             problem = f"DeviceMesh() takes no {sorted(wanted - have)}"
         elif not all(hasattr(DeviceMesh, m) for m in methods):
             problem = f"DeviceMesh lacks one of {methods}"
-        elif not all(hasattr(_MeshLayout, m) for m in ("collapse", "remap_to_tensor")):
-            problem = "_MeshLayout lacks collapse/remap_to_tensor"
+        elif flat_layout is not None and hasattr(mesh_layout, "collapse"):
+            return _Layouts(lambda *walk: mesh_layout([flat_layout(*walk)]), one_stride=False)
+        elif all(hasattr(mesh_layout, m) for m in ("coalesce", "nest", "remap_to_tensor")):
+
+            def flat(sizes: tuple[int, ...], strides: tuple[int, ...]) -> Any:
+                layout = mesh_layout(sizes, strides).coalesce()
+                return layout.nest() if len(layout) > 1 else layout
+
+            return _Layouts(flat, one_stride=True)
         else:
-            return _MeshLayout, _FlatLayout
-    raise TopologyError(
+            problem = "_MeshLayout has neither collapse (_FlatLayout) nor coalesce/nest"
+    raise _missing(problem)
+
+
+def _missing(problem: str) -> TopologyError:
+    """The error for a torch whose ``DeviceMesh`` internals are not those world_mesh uses."""
+    return TopologyError(
         f"world_mesh needs torch DeviceMesh internals that torch {torch.__version__} does not "
-        f"have: {problem}; it was verified with torch {', '.join(VERIFIED_TORCH)}. Use "
-        "ProcessGroups.device_mesh (one mesh per call) with this torch"
+        f"have ({problem}); it was verified with torch {', '.join(VERIFIED_TORCH)}: install one "
+        "of those, or use ProcessGroups.device_mesh (one mesh per call) with this torch"
     )
+
+
+def _one_stride(layouts: _Layouts, name: str, kind: str, walk: tuple[Any, Any]) -> None:
+    """``TopologyError`` for a flatten of several strides on a torch that cannot slice it."""
+    sizes, strides = walk
+    if layouts.one_stride and len(sizes) > 1:
+        raise TopologyError(
+            f"flatten {name!r}: the {kind} group walks the mesh with sizes {sizes} and strides "
+            f"{strides}, not one stride, and torch {torch.__version__} slices only flattened "
+            "dims of one stride from a mesh; install torch 2.13 or newer, or flatten a kind "
+            "whose ranks are one strided run"
+        )
 
 
 def _check_root(root: DeviceMesh) -> None:
     for name in ("_flatten_mapping", "_pg_registry", "_dim_group_names", "_layout", "_rank_map"):
         if not hasattr(root, name):
-            raise TopologyError(
-                f"a torch {torch.__version__} DeviceMesh has no {name}; world_mesh was verified "
-                f"with torch {', '.join(VERIFIED_TORCH)}"
-            )
+            raise _missing(f"a DeviceMesh has no {name}")  # torch 2.10 has no _pg_registry
 
 
 def _grid(topology: Topology | AxisGroups, me: int, dims: Sequence[str]) -> torch.Tensor:
@@ -221,7 +264,7 @@ def world_mesh(
             not independent directions, a flatten kind whose groups are not a sub-layout, or a
             torch whose ``DeviceMesh`` internals differ from the verified ones.
     """
-    mesh_layout, flat_layout = _internals()
+    layouts = _layouts()
     dims = tuple(dims)
     if not dims or len(set(dims)) != len(dims):
         raise TopologyError(f"world_mesh needs distinct dims, e.g. ('dp', 'tp'); got {dims!r}")
@@ -263,15 +306,19 @@ def world_mesh(
                 f"flatten {name!r}: the {kind} group {ranks} is not a strided sub-layout of the "
                 f"mesh {shown} (ranks {tuple(root._rank_map.tolist())}); pick a kind inside it"
             )
-        claim(name, mesh_layout([flat_layout(*walk)]), kind)
-        claim(kind.replace("-", "_"), mesh_layout([flat_layout(*walk)]), kind)
+        _one_stride(layouts, name, kind, walk)
+        claim(name, layouts.flat(*walk), kind)
+        claim(kind.replace("-", "_"), layouts.flat(*walk), kind)
     for width in range(2, len(dims) + 1):
         for lo in range(len(dims) - width + 1):
             ranks = _line(grid, me, lo, lo + width)
             backing = _backing(groups, ranks, dims[lo : lo + width])
             if backing is None:
                 continue  # no kind of ours has these ranks: torch would make a group for it
-            layout = mesh_layout([root._layout[lo : lo + width].collapse()])  # as _flatten does
+            # adjacent dims of the row-major grid: one stride, that of the innermost
+            layout = layouts.flat(
+                (math.prod(grid.shape[lo : lo + width]),), (grid.stride(lo + width - 1),)
+            )
             claim("_".join(shown[lo : lo + width]), layout, backing)
             claim(backing.replace("-", "_"), layout, backing)
     for name, (layout, kind) in flats.items():

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import torch
 import torch.distributed as dist
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -40,11 +41,6 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({"kinds": {"tp": 1}}, r"^kinds must be a sequence of kinds such as \('tp', 'pp'\), got \{"),
     ({"gloo": 5}, r"^gloo must be a sequence of kinds such as \('tp', 'pp'\), got 5$"),
     (
-        {"backend": "nccl"},
-        r"^backend 'nccl' cannot be used here: it needs CUDA devices and a torch built with "
-        r"NCCL; use 'gloo' on CPUs$",
-    ),
-    (
         {"backend": "bogus"},
         r"^backend 'bogus' cannot be used here: torch.distributed knows no such backend; "
         r"use one of gloo, nccl, ",
@@ -56,7 +52,6 @@ INVALID: list[tuple[dict[str, Any], str]] = [
         r"^backends\['tp'\] must be a backend name like 'gloo' or None, got 5",
     ),
     ({"backends": {5: "gloo"}}, r"^backends maps kinds to settings, but a key is 5; use kind "),
-    ({"backends": {"pp": "nccl"}}, r"^backends\['pp'\] 'nccl' cannot be used here: it needs CUDA"),
     ({"timeout": timedelta(seconds=-1)}, r"^timeout must be a positive datetime.timedelta .*-1"),
     (
         {"timeout": timedelta(0)},
@@ -90,7 +85,6 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ),
     ({"agree": False, "strategy": "fast"}, r"^strategy 'fast' is not known; use one of 'auto'"),
     ({"agree": False, "kinds": 5}, r"^kinds must be a sequence of kinds such as \('tp', 'pp'\)"),
-    ({"agree": False, "backend": "nccl"}, r"^backend 'nccl' cannot be used here: it needs CUDA"),
     ({"agree": False, "arrival_timeout": 0}, r"^arrival_timeout must be a positive datetime."),
 ]
 
@@ -104,6 +98,31 @@ def test_invalid_arguments_raise_topology_errors_saying_what_is_valid(
     topology = arguments.pop("topology")
     with pytest.raises(TopologyError, match=message):
         ProcessGroups.create(topology, **arguments)
+
+
+NCCL_USABLE = dist.is_nccl_available() and torch.cuda.is_available()
+"""Whether this machine can make NCCL groups (a torch built with NCCL and a CUDA device)."""
+NCCL = [({"backend": "nccl"}, "tp"), ({"backends": {"pp": "nccl"}}, "pp")]
+NCCL += [({"agree": False, "backend": "nccl"}, "dp")]
+
+
+@pytest.mark.parametrize(("kwargs", "kind"), NCCL, ids=["backend", "backends", "agree-false"])
+def test_nccl_is_refused_without_cuda_and_used_with_it(
+    one_rank: None, kwargs: dict[str, Any], kind: str
+) -> None:
+    """'nccl' is refused, naming CUDA and NCCL, where either is missing; used where both are."""
+    if not NCCL_USABLE:
+        where = r"backends\['pp'\]" if "backends" in kwargs else "backend"
+        with pytest.raises(
+            TopologyError,
+            match=rf"^{where} 'nccl' cannot be used here: it needs CUDA devices and a torch built "
+            r"with NCCL; use 'gloo' on CPUs$",
+        ):
+            ProcessGroups.create(Topology(1), **kwargs)
+        return
+    with ProcessGroups.create(Topology(1), **kwargs) as groups:
+        assert dist.get_backend(groups.group(kind)) == "nccl"
+        assert dist.get_process_group_ranks(groups.group(kind)) == [0]
 
 
 def test_an_invalid_arrival_deadline_in_the_environment_is_a_topology_error(

@@ -163,10 +163,49 @@ def test_bad_arguments_raise_topology_error() -> None:
 
 
 def test_a_torch_without_the_internals_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torch whose DeviceMesh lacks what world_mesh uses gets a TopologyError naming it."""
     monkeypatch.delattr(DeviceMesh, "_create_flatten_mesh")
     with fake_world(4, 0):
         groups = ProcessGroups.create(Topology(4, tp=2), gloo=())
-        with pytest.raises(TopologyError, match=r"verified with torch 2\.13"):
+        with pytest.raises(
+            TopologyError,
+            match=r"lacks one of .*verified with torch 2\.11, 2\.12, 2\.13, 2\.14, 2\.15: install",
+        ):
             world_mesh(groups, ("dp", "tp"))
-    assert _world_mesh.VERIFIED_TORCH == ("2.13",)
+
+
+def test_the_verified_torch_versions_include_this_one() -> None:
+    """The torch running the tests is one world_mesh was verified with."""
+    assert _world_mesh.VERIFIED_TORCH == ("2.11", "2.12", "2.13", "2.14", "2.15")
     assert torch.__version__.startswith(_world_mesh.VERIFIED_TORCH)
+
+
+def test_this_torchs_layouts_are_read_by_feature() -> None:
+    """torch 2.13 and newer have _FlatLayout and slice any flatten; 2.11 and 2.12 one stride."""
+    from torch.distributed import _mesh_layout
+
+    layouts = _world_mesh._layouts()
+    assert layouts.one_stride is not hasattr(_mesh_layout, "_FlatLayout")
+    assert layouts.one_stride is (torch.__version__ < "2.13")
+
+
+def test_a_flatten_of_several_strides_needs_torch_2_13_where_torch_slices_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a torch that slices only one-stride flattened dims (2.11, 2.12) such a flatten is a
+    TopologyError naming torch 2.13; one-stride flattens and adjacent runs still work there."""
+    real = _world_mesh._layouts()
+    monkeypatch.setattr(_world_mesh, "_layouts", lambda: _world_mesh._Layouts(real.flat, True))
+    with fake_world(8, 5):
+        groups = ProcessGroups.create(Topology(8, tp=2, pp=2), gloo=())
+        with pytest.raises(
+            TopologyError,
+            match=r"^flatten 'mp': the tp-pp group walks the mesh with sizes \(2, 2\) and strides "
+            r"\(4, 1\), not one stride, and torch .* slices only flattened dims of one stride "
+            r"from a mesh; install torch 2\.13 or newer, or flatten a kind whose ranks are one "
+            r"strided run$",
+        ):
+            world_mesh(groups, ("pp", "dp", "tp"), flatten={"mp": "tp-pp"})
+        mesh = world_mesh(groups, ("pp", "dp", "tp"), flatten={"stage": "pp", "batch": "dp"})
+        assert mesh["batch"].get_group() is groups.group("dp")
+        assert mesh["dp", "tp"]._flatten().get_group() is groups.group("tp-dp")
