@@ -1,8 +1,8 @@
 """Megatron-core's ``parallel_state`` getters and setters over the façade's groups.
 
-The union of megatron-core 0.16.1 to 0.19.2's API: 0.19's signatures where they changed
-(``with_gtp_remat`` on the data-parallel getters, ``with_egtp_remat``), 0.19's GTP getters and
-``create_all_gather_groups``, and the names later versions removed
+The union of megatron-core 0.16.1 to 0.19.2's API: 0.16's positional order, with 0.19's new
+switches by keyword (``with_gtp_remat`` on the data-parallel getters, ``with_egtp_remat``),
+0.19's GTP getters and ``create_all_gather_groups``, and the names later versions removed
 (``get_data_modulo_expert_parallel_group``, ``is_unitialized``,
 ``has_separate_all_gather_group``, ``independent_all_gather``). Without GTP (gtp 1) every
 ``with_gtp_remat`` variant is the plain group, as in Megatron.
@@ -167,9 +167,10 @@ def get_model_parallel_group(check_initialized: bool = True) -> Any:
 
 def get_data_parallel_group(
     with_context_parallel: bool = False,
-    with_gtp_remat: bool = True,
     partial_data_parallel: bool = False,
     independent_all_gather: bool = False,
+    *,
+    with_gtp_remat: bool = True,
 ) -> Any:
     """The data-parallel group (with cp, times gtp, or one distributed-optimizer instance's part).
 
@@ -302,8 +303,9 @@ def get_expert_tensor_model_pipeline_parallel_group(
 
 def get_expert_data_parallel_group(
     check_initialized: bool = True,
-    with_gtp_remat: bool = True,
     partial_expert_data_parallel: bool = False,
+    *,
+    with_gtp_remat: bool = True,
 ) -> Any:
     """The expert data-parallel group (times egtp where egtp > 1, or one distributed-optimizer
     instance's part)."""
@@ -439,8 +441,9 @@ def get_pipeline_model_parallel_rank() -> int:
 
 def get_data_parallel_world_size(
     with_context_parallel: bool = False,
-    with_gtp_remat: bool = True,
     partial_data_parallel: bool = False,
+    *,
+    with_gtp_remat: bool = True,
 ) -> int:
     """dp (times cp, times gtp; or one distributed-optimizer instance's part); 0 without
     torch.distributed."""
@@ -454,8 +457,9 @@ def get_data_parallel_world_size(
 
 def get_data_parallel_rank(
     with_context_parallel: bool = False,
-    with_gtp_remat: bool = True,
     partial_data_parallel: bool = False,
+    *,
+    with_gtp_remat: bool = True,
 ) -> int:
     """This rank's position in its data-parallel group (or the value set); 0 without
     torch.distributed."""
@@ -541,7 +545,7 @@ def get_expert_tensor_and_model_parallel_rank() -> int:
 
 
 def get_expert_data_parallel_world_size(
-    with_gtp_remat: bool = True, partial_expert_data_parallel: bool = False
+    partial_expert_data_parallel: bool = False, *, with_gtp_remat: bool = True
 ) -> int:
     """edp (times egtp; or one distributed-optimizer instance's part); 0 without
     torch.distributed."""
@@ -551,7 +555,7 @@ def get_expert_data_parallel_world_size(
 
 
 def get_expert_data_parallel_rank(
-    with_gtp_remat: bool = True, partial_expert_data_parallel: bool = False
+    partial_expert_data_parallel: bool = False, *, with_gtp_remat: bool = True
 ) -> int:
     """This rank's position in its expert data-parallel group; 0 without torch.distributed."""
     if not _dist_ready():
