@@ -5,7 +5,6 @@ module globals Megatron's tests read."""
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from topology import TopologyError
 from topology_torch.compat import megatron
 from topology_torch.compat._errors import FacadeAssertionError, FacadeRuntimeError
 
+from .oracle import oracle_0_19
 from .world import run_world
 
 TOKENS = ["tp", "cp", "dp", "pp", "ep", "tp-pp", "dp-cp", "tp-dp", "tp-dp-cp", "tp-cp", "tp-ep"]
@@ -256,8 +256,6 @@ def test_arguments_our_groups_cannot_span_are_refused() -> None:
         dist.destroy_process_group()
 
 
-ORACLE_0_19 = Path(__file__).resolve().parents[2] / ".venv/oracles/megatron-core-0.19.2"
-
 GENERATORS_0_19 = """
 import json, random, sys
 import megatron.core.parallel_state as ps
@@ -289,9 +287,8 @@ def test_rank_generator_with_gtp_equals_megatron_0_19() -> None:
     import subprocess
     import sys
 
-    if not (ORACLE_0_19 / "megatron/core/parallel_state.py").is_file():
-        pytest.skip("megatron-core 0.19.2 is not unpacked (bash scripts/setup.sh does it)")
-    env = {**os.environ, "PYTHONPATH": str(ORACLE_0_19), "NO_VCS_VERSION": "1"}
+    oracle = oracle_0_19()
+    env = {**os.environ, "PYTHONPATH": str(oracle), "NO_VCS_VERSION": "1"}
     done = subprocess.run(
         [sys.executable, "-c", GENERATORS_0_19, "0"],
         capture_output=True,
@@ -313,12 +310,7 @@ def test_rank_generator_with_gtp_equals_megatron_0_19() -> None:
 
 def test_gtp_widens_the_data_parallel_getters() -> None:
     """gtp_remat_size=2: the GTP group has 2 ranks and with_gtp_remat (the default) doubles dp."""
-    import inspect
 
-    from topology import Topology
-
-    if "gtp" not in inspect.signature(Topology).parameters:
-        pytest.skip("Topology has no gtp axis yet (the gtp-core branch adds it)")
     _fake()
     try:
         megatron.initialize_model_parallel(2, gtp_remat_size=2, expert_gtp_remat_size=2)

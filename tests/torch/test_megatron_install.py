@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
+from tests.torch.oracle import oracle_0_19
 from tests.torch.world import run_world
 from topology import TopologyError
 from topology_torch.compat import megatron as facade
@@ -603,8 +604,6 @@ def test_install_refuses_a_megatron_that_sets_an_unknown_global(
 
 # -- megatron-core 0.19.2, in a subprocess (two megatron versions cannot share one) --------------
 
-ORACLE_0_19 = Path(__file__).resolve().parents[2] / ".venv/oracles/megatron-core-0.19.2"
-
 COMPARE_0_19 = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
@@ -665,10 +664,9 @@ def compare_0_19(layout: dict[str, Any], rank: int) -> dict[str, Any]:
     import os
     import subprocess
 
-    if not (ORACLE_0_19 / "megatron/core/parallel_state.py").is_file():
-        pytest.skip("megatron-core 0.19.2 is not unpacked (bash scripts/setup.sh does it)")
+    oracle = oracle_0_19()
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": f"{ORACLE_0_19}{os.pathsep}{root / 'src'}"}
+    env = {**os.environ, "PYTHONPATH": f"{oracle}{os.pathsep}{root / 'src'}"}
     env["NO_VCS_VERSION"] = "1"
     done = subprocess.run(
         [sys.executable, "-c", COMPARE_0_19, json.dumps(layout), str(rank)],
@@ -686,11 +684,6 @@ def compare_0_19(layout: dict[str, Any], rank: int) -> dict[str, Any]:
 def test_megatron_0_19_globals_under_install_equal_its_own(name: str) -> None:
     """Under 0.19.2, install() fills exactly the globals its initialize_model_parallel sets,
     each with the same ranks on every rank, and destroy empties them."""
-    if (
-        "gtp_remat_size" in LAYOUTS_0_19[name]
-        and "gtp" not in inspect.signature(__import__("topology").Topology).parameters
-    ):
-        pytest.skip("Topology has no gtp axis yet (the gtp-core branch adds it)")
     for rank in (0, 5):
         result = compare_0_19(LAYOUTS_0_19[name], rank)
         assert result["version"] == "0.19.2"
