@@ -10,6 +10,7 @@ EXPECTED = [
     "Arrangement",
     "AxisGroups",
     "Cluster",
+    "Creation",
     "Crossings",
     "Finding",
     "Grid",
@@ -17,6 +18,8 @@ EXPECTED = [
     "Host",
     "Kind",
     "Location",
+    "Module",
+    "Modules",
     "Pipeline",
     "Placement",
     "RankInfo",
@@ -60,5 +63,5 @@ def test_every_public_name_exists() -> None:
 
 
 def test_strategies_module_exports() -> None:
-    """topology.strategies exports grids, ranks and topologies."""
-    assert strategies.__all__ == ["grids", "ranks", "topologies"]
+    """topology.strategies exports grids, modules, ranks and topologies."""
+    assert strategies.__all__ == ["grids", "modules", "ranks", "topologies"]

@@ -17,6 +17,9 @@ from ._layout.kind import Kind
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
 from ._megatron.topology import Topology
+from ._modules.module import Module
+from ._modules.modules import Modules
+from ._modules.schedule import Creation
 from ._preflight.allocation.hostfile import read_hostfile
 from ._preflight.allocation.hostlist import compress_hostlist, expand_hostlist
 from ._preflight.allocation.hosts import Host, Tier
@@ -38,6 +41,7 @@ __all__ = [
     "Arrangement",
     "AxisGroups",
     "Cluster",
+    "Creation",
     "Crossings",
     "Finding",
     "Grid",
@@ -45,6 +49,8 @@ __all__ = [
     "Host",
     "Kind",
     "Location",
+    "Module",
+    "Modules",
     "Pipeline",
     "Placement",
     "RankInfo",
