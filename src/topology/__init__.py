@@ -32,6 +32,9 @@ from ._preflight.check import check
 from ._preflight.cluster import Cluster
 from ._preflight.crossings import Crossings, crossings
 from ._preflight.findings import Finding
+from ._preflight.modules.check import check_modules
+from ._preflight.modules.place import ModulesArrangement, place_modules
+from ._preflight.modules.report import ModulesReport
 from ._preflight.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
@@ -51,6 +54,8 @@ __all__ = [
     "Location",
     "Module",
     "Modules",
+    "ModulesArrangement",
+    "ModulesReport",
     "Pipeline",
     "Placement",
     "RankInfo",
@@ -60,11 +65,13 @@ __all__ = [
     "Topology",
     "TopologyError",
     "check",
+    "check_modules",
     "compress_hostlist",
     "crossings",
     "expand_hostlist",
     "hierarchical_groups",
     "place",
+    "place_modules",
     "read_allocation",
     "read_hostfile",
     "read_slurm_topology",
