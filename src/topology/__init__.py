@@ -17,6 +17,7 @@ from ._layout.kind import Kind
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
 from ._megatron.topology import Topology
+from ._modules.bridge import Bridge, Transfer, bridge
 from ._modules.module import Module
 from ._modules.modules import Modules
 from ._modules.schedule import Creation
@@ -43,6 +44,7 @@ __all__ = [
     "Allocation",
     "Arrangement",
     "AxisGroups",
+    "Bridge",
     "Cluster",
     "Creation",
     "Crossings",
@@ -64,6 +66,8 @@ __all__ = [
     "Tier",
     "Topology",
     "TopologyError",
+    "Transfer",
+    "bridge",
     "check",
     "check_modules",
     "compress_hostlist",

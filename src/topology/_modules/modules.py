@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import pairwise
+from typing import Any
 
 import attrs
 
 from .._args import show
 from .._errors import TopologyError
+from .bridge import Bridge, bridge
 from .module import Module, span_text
 from .schedule import Creation, schedule
 
@@ -157,6 +159,16 @@ class Modules:
         See :func:`topology._modules.schedule.schedule` for the algorithm and its bounds.
         """
         return schedule(self.modules, spans=spans)
+
+    def bridge(self, sender: str, receiver: str, **options: Any) -> Bridge:
+        """The bridge from module ``sender``'s last stage to module ``receiver``'s first.
+
+        ``options`` are :func:`topology._modules.bridge.bridge`'s keywords (``zigzag``, ...).
+
+        Raises:
+            TopologyError: for a name no module has.
+        """
+        return bridge(self.module(sender), self.module(receiver), **options)
 
     def __str__(self) -> str:
         shape = "colocated" if self.colocated else "disjoint"
