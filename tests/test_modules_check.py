@@ -73,6 +73,15 @@ def test_findings_name_their_module() -> None:
     assert report.report("vision") is not None and report.report("vision").ok  # type: ignore[union-attr]
 
 
+def test_a_rank_map_holds_the_whole_job() -> None:
+    """On a map of the job's 16 ranks, the module at rank 0 is not a world-size mismatch."""
+    mods = Modules([Module("a", Topology(8)), Module("b", Topology(8, tp=2), rank_offset=8)])
+    report = check_modules(mods, RACKS.rank_map(16))
+    assert report.ok and "world-size-mismatch" not in {code for _, code in report.codes()}
+    with pytest.raises(TopologyError, match=r"the rank map runs 8 ranks but the modules need 16"):
+        check_modules(mods, RACKS.rank_map(8))
+
+
 def test_a_grid_module_counts_but_is_not_checked() -> None:
     """An AxisGroups module gets an info finding and its communicators count in the job's."""
     grid = AxisGroups(Grid.from_sizes(data=4, model=2))

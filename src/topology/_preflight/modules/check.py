@@ -91,7 +91,7 @@ def check_modules(
                 nvls_limit=nvls_limit,
             )
             reports.append(report)
-            found += [(module.name, f) for f in report.findings]
+            found += [(module.name, f) for f in report.findings if not _whole_job(f, cluster)]
         else:
             reports.append(None)
             found.append((module.name, _unchecked(module.name, str(module.layout))))
@@ -101,6 +101,11 @@ def check_modules(
     order = {severity: i for i, severity in enumerate(SEVERITIES)}
     found.sort(key=lambda pair: order[pair[1].severity])
     return ModulesReport(modules, cluster, tuple(reports), tuple(found), budget)
+
+
+def _whole_job(finding: Finding, cluster: Cluster | RankMap) -> bool:
+    """A module's world-size finding on a rank map, which holds the whole job (checked above)."""
+    return isinstance(cluster, RankMap) and finding.code == "world-size-mismatch"
 
 
 def _unchecked(name: str, layout: str) -> Finding:
