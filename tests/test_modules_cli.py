@@ -110,6 +110,14 @@ def test_two_modules_place(two: str) -> None:
     _assert_valid("place-modules", data)
 
 
+def test_place_writes_the_hostfile(two: str, tmp_path: Path) -> None:
+    """place --modules --write-hostfile writes the chosen order, one host per line."""
+    out = tmp_path / "hosts.txt"
+    args = ["place", "--modules", two, "--hosts", "n[1-4]", "--gpus-per-host", "4", "--json"]
+    code, text, _ = _run([*args, "--write-hostfile", str(out)])
+    assert code == 0 and out.read_text().split() == json.loads(text)["hosts"]
+
+
 def test_check_help_documents_the_format() -> None:
     """topology check --help names --modules and the [[module]] format."""
     code, out, _ = _run(["check", "--help"])

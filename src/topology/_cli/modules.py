@@ -98,7 +98,10 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_place(args: argparse.Namespace) -> int:
-    """``place --modules``: one host order for every module; text or JSON."""
+    """``place --modules``: one host order for every module; text or JSON (``--write-hostfile``'s
+    path is checked before placing, the file written before anything is printed)."""
+    if args.write_hostfile is not None:
+        check_output(args.write_hostfile, "--write-hostfile")
     modules = _modules(args)
     alloc = allocation_from_args(args)
     if alloc is None:
@@ -114,7 +117,6 @@ def run_place(args: argparse.Namespace) -> int:
         modules, placement_allocation(args, alloc, modules.world_size), order=baseline
     )
     if args.write_hostfile is not None:
-        check_output(args.write_hostfile, "--write-hostfile")
         write_output(args.write_hostfile, "--write-hostfile", found.hostfile())
     if args.json:
         write_json("place-modules", {"host_list": host_list(found.hosts), **found.to_dict()})
