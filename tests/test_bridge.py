@@ -3,7 +3,7 @@
 Laws over random pairs of layouts (dp, cp, tp, pp and Megatron's gtp, counts that need not
 divide): each receiving rank gets exactly the cells of its lane and its cp chunks, once each,
 from a rank of the sender's last stage that holds them; the send and receive lists agree; the
-copies of a sending block share its transfers. Then golden cases, including those Megatron's
+copies of a sending block share its handoffs. Then golden cases, including those Megatron's
 ``BridgeCommunicator`` refuses (cp > 1, 3 lanes into 2), and the errors.
 
 The receiving side's needs are computed here from the Topology's own queries (``stage``,
@@ -77,7 +77,7 @@ def test_every_slice_arrives_exactly_once_from_a_holder(
     src_topo, dst_topo = send.layout, recv.layout
     assert isinstance(src_topo, Topology) and isinstance(dst_topo, Topology)
     got: dict[int, Counter[tuple[int, int]]] = {}
-    for t in link.transfers:
+    for t in link.handoffs:
         assert src_topo.stage(t.src) == src_topo.pp - 1 and dst_topo.stage(t.dst) == 0
         cells = set(product(range(*t.batch), range(*t.sequence)))
         assert cells <= _cells(src_topo, t.src, link, zigzag)
@@ -99,7 +99,7 @@ def test_send_and_receive_lists_agree(pair: tuple[Topology, Topology, bool, bool
     ranks = range(a.world_size + (0 if colocated else b.world_size))
     sent = {(s, d) for s in ranks for d in link.sends(s)}
     received = {(s, d) for d in ranks for s in link.receives(d)}
-    assert sent == received == {(t.src, t.dst) for t in link.transfers}
+    assert sent == received == {(t.src, t.dst) for t in link.handoffs}
     for rank in ranks:
         expected = {(True, True): "both", (True, False): "sender", (False, True): "receiver"}
         key = (bool(link.sends(rank)), bool(link.receives(rank)))
@@ -115,7 +115,7 @@ def test_the_copies_of_a_block_share_its_sends(pair: tuple[Topology, Topology, b
     link = bridge(send, recv, zigzag=zigzag)
     topo = send.layout
     assert isinstance(topo, Topology)
-    load = Counter(t.src for t in link.transfers)
+    load = Counter(t.src for t in link.handoffs)
     blocks: dict[tuple[int, int], list[int]] = {}
     for rank in send.span:
         if topo.stage(rank) == topo.pp - 1:
@@ -141,7 +141,7 @@ def test_three_lanes_into_two_split_the_middle_lane() -> None:
     link = bridge(Module("enc", Topology(3)), Module("llm", Topology(2), rank_offset=3))
     assert link.batch_units == 6
     assert link.sends(1) == (3, 4) and link.receives(3) == (0, 1) and link.receives(4) == (1, 2)
-    halves = [(t.src, t.dst, t.batch) for t in link.transfers if t.src == 1]
+    halves = [(t.src, t.dst, t.batch) for t in link.handoffs if t.src == 1]
     assert halves == [(1, 3, (2, 3)), (1, 4, (3, 4))]
 
 
@@ -149,7 +149,7 @@ def test_context_parallel_zigzag_chunks() -> None:
     """cp 2 into cp 1 (Megatron refuses): chunks 0 and 3 come from cp 0, 1 and 2 from cp 1."""
     link = bridge(Module("enc", Topology(2, cp=2)), Module("llm", Topology(1), rank_offset=2))
     assert link.sequence_units == 4
-    assert [(t.src, t.sequence) for t in link.transfers] == [
+    assert [(t.src, t.sequence) for t in link.handoffs] == [
         (0, (0, 1)),
         (0, (3, 4)),
         (1, (1, 3)),
@@ -167,7 +167,7 @@ def test_pipeline_stages_bound_the_bridge() -> None:
 def test_colocated_modules_copy_locally() -> None:
     """Colocated modules with the same lanes send nothing: every rank copies its own slice."""
     link = bridge(Module("a", Topology(4)), Module("b", Topology(4)))
-    assert all(t.src == t.dst for t in link.transfers)
+    assert all(t.src == t.dst for t in link.handoffs)
     assert [link.role(r) for r in range(4)] == ["both"] * 4
 
 
@@ -176,7 +176,7 @@ def test_colocated_copies_share_what_is_not_local() -> None:
     send = Module("a", Topology(4, tp=2, order="tp-dp"))
     recv = Module("b", Topology(4, tp=2, order="dp-tp"))
     link = bridge(send, recv, zigzag=False)
-    assert [(t.src, t.dst) for t in link.transfers] == [(0, 0), (1, 2), (2, 1), (3, 3)]
+    assert [(t.src, t.dst) for t in link.handoffs] == [(0, 0), (1, 2), (2, 1), (3, 3)]
 
 
 def test_bridge_errors() -> None:

@@ -17,7 +17,7 @@ from ._layout.kind import Kind
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
 from ._megatron.topology import Topology
-from ._modules.bridge import Bridge, Transfer, bridge
+from ._modules.bridge import Bridge, Handoff, bridge
 from ._modules.module import Module
 from ._modules.modules import Modules
 from ._modules.schedule import Creation
@@ -51,6 +51,7 @@ __all__ = [
     "Finding",
     "Grid",
     "GroupList",
+    "Handoff",
     "Host",
     "Kind",
     "Location",
@@ -66,7 +67,6 @@ __all__ = [
     "Tier",
     "Topology",
     "TopologyError",
-    "Transfer",
     "bridge",
     "check",
     "check_modules",

@@ -16,7 +16,7 @@ needed by receiver lane ``b * lanes_r // L``; sequence unit ``u`` likewise by ch
 (sender lane and cp rank) x (receiver lane and cp rank) that meets is one rectangle of units,
 sent to every copy of the receiving block, each by one copy of the sending block: the receiving
 rank itself when it holds the data (colocated modules copy locally), else the copy with the
-fewest transfers so far (the lowest rank on ties), so the copies share the work. The micro-batch
+fewest handoffs so far (the lowest rank on ties), so the copies share the work. The micro-batch
 size must be a multiple of ``L`` and the sequence length of ``M``.
 """
 
@@ -33,7 +33,7 @@ from .._layout.grid import Grid
 from .._megatron.topology import Topology
 from .module import Module, span_text
 
-__all__ = ["ROLES", "Bridge", "Transfer", "bridge"]
+__all__ = ["ROLES", "Bridge", "Handoff", "bridge"]
 
 ROLES = ("sender", "receiver", "both", "none")
 """A rank's part in a bridge: it sends, receives, does both (a local copy counts), or neither."""
@@ -42,7 +42,7 @@ Units = tuple[int, int]
 
 
 @attrs.frozen(order=True)
-class Transfer:
+class Handoff:
     """One rectangle of activation units from global rank ``src`` to global rank ``dst``.
 
     ``batch`` and ``sequence`` are half-open unit ranges ``(start, stop)`` of the bridge's
@@ -56,13 +56,13 @@ class Transfer:
 
     @property
     def units(self) -> int:
-        """How many (batch unit, sequence unit) cells the transfer carries."""
+        """How many (batch unit, sequence unit) cells the handoff carries."""
         return (self.batch[1] - self.batch[0]) * (self.sequence[1] - self.sequence[0])
 
 
 @attrs.frozen(repr=False)
 class Bridge:
-    """Every transfer of one bridge, sorted, and each rank's part in it.
+    """Every handoff of one bridge, sorted, and each rank's part in it.
 
     >>> from topology import Module, Topology
     >>> enc = Module("vision", Topology(4, cp=2))            # 2 lanes x cp 2
@@ -80,8 +80,8 @@ class Bridge:
     """``L``: the micro-batch is cut into this many equal units (its size must be a multiple)."""
     sequence_units: int
     """``M``: the sequence is cut into this many equal units (its length must be a multiple)."""
-    transfers: tuple[Transfer, ...]
-    """Every transfer, sorted by source, destination, batch and sequence units."""
+    handoffs: tuple[Handoff, ...]
+    """Every handoff, sorted by source, destination, batch and sequence units."""
 
     def role(self, rank: int) -> str:
         """``"sender"``, ``"receiver"``, ``"both"`` or ``"none"`` (see :data:`ROLES`)."""
@@ -92,20 +92,20 @@ class Bridge:
 
     def sends(self, rank: int) -> tuple[int, ...]:
         """The ranks ``rank`` sends to, ascending (itself for a local copy)."""
-        return tuple(sorted({t.dst for t in self.transfers if t.src == rank}))
+        return tuple(sorted({t.dst for t in self.handoffs if t.src == rank}))
 
     def receives(self, rank: int) -> tuple[int, ...]:
         """The ranks ``rank`` receives from, ascending (itself for a local copy)."""
-        return tuple(sorted({t.src for t in self.transfers if t.dst == rank}))
+        return tuple(sorted({t.src for t in self.handoffs if t.dst == rank}))
 
-    def transfers_of(self, rank: int) -> tuple[Transfer, ...]:
-        """The transfers ``rank`` sends or receives, in order."""
-        return tuple(t for t in self.transfers if rank in (t.src, t.dst))
+    def handoffs_of(self, rank: int) -> tuple[Handoff, ...]:
+        """The handoffs ``rank`` sends or receives, in order."""
+        return tuple(t for t in self.handoffs if rank in (t.src, t.dst))
 
     def __repr__(self) -> str:
         return (
             f"Bridge({self.sender!r} -> {self.receiver!r}, units {self.batch_units}x"
-            f"{self.sequence_units}, <{len(self.transfers)} transfers>)"
+            f"{self.sequence_units}, <{len(self.handoffs)} handoffs>)"
         )
 
 
@@ -175,7 +175,7 @@ def _chunk_owners(units: int, ranks: int, zigzag: bool) -> list[int]:
 
 
 def _least_loaded(copies: list[int], load: dict[int, int]) -> int:
-    """The copy with the fewest transfers so far, the lowest rank on ties."""
+    """The copy with the fewest handoffs so far, the lowest rank on ties."""
     return min(copies, key=lambda rank: (load.get(rank, 0), rank))
 
 
@@ -239,12 +239,12 @@ def bridge(
         )
     )
     load: dict[int, int] = {}
-    transfers = []
+    handoffs = []
     for (lane_s, lane_r), b0, b1 in _runs(batch_owner):
         for (cp_s, cp_r), s0, s1 in _runs(chunk_owner):
             copies = src.blocks[(lane_s, cp_s)]
             for rank in dst.blocks[(lane_r, cp_r)]:
                 source = rank if rank in copies else _least_loaded(copies, load)
                 load[source] = load.get(source, 0) + 1
-                transfers.append(Transfer(source, rank, (b0, b1), (s0, s1)))
-    return Bridge(sender.name, receiver.name, batch_units, sequence_units, tuple(sorted(transfers)))
+                handoffs.append(Handoff(source, rank, (b0, b1), (s0, s1)))
+    return Bridge(sender.name, receiver.name, batch_units, sequence_units, tuple(sorted(handoffs)))
