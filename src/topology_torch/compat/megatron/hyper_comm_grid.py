@@ -25,7 +25,6 @@ from __future__ import annotations
 import numbers
 import os
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -47,7 +46,7 @@ groups by ``(view, dims)``, as Megatron keys them."""
 
 
 class FacadeKeyError(TopologyError, KeyError):
-    """A missing view or group, or one made twice: a ``TopologyError`` and Megatron's ``KeyError``."""
+    """A missing view or group, or one made twice: a ``TopologyError`` and a ``KeyError``."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
@@ -137,8 +136,10 @@ class HyperCommGrid:
         TopologyError: (a ``ValueError``) bad sizes or names; (a ``RuntimeError``) a grid that
             does not fit the world from ``rank_offset``, or no known world size.
 
-    >>> import os; os.environ.setdefault("WORLD_SIZE", "8") and None
-    >>> HyperCommGrid([2, 2, 2], ["tp", "cp", "dp"]).get_rank_enum("cp")
+    >>> from unittest import mock
+    >>> with mock.patch.dict("os.environ", WORLD_SIZE="8"):  # or after init_process_group
+    ...     grid = HyperCommGrid([2, 2, 2], ["tp", "cp", "dp"])
+    >>> grid.get_rank_enum("cp")
     [[0, 2], [1, 3], [4, 6], [5, 7]]
     """
 
@@ -166,12 +167,12 @@ class HyperCommGrid:
                 f"and rank offset {rank_offset}: {rank_offset} + {size} ranks > {world_size}; "
                 f"use at most {max(world_size - rank_offset, 0)} ranks from this offset"
             )
-        self.shape = list(sizes)
-        self.dim_names = list(dim_names)
-        self.rank_offset = int(rank_offset)
-        self.size = size
-        self.backend = backend
-        self._views = {_BASE: self._view(_BASE, sizes, tuple(dim_names), ())}
+        self.shape: list[int] = list(sizes)
+        self.dim_names: list[str] = list(dim_names)
+        self.rank_offset: int = int(rank_offset)
+        self.size: int = size
+        self.backend: str | None = backend
+        self._views: dict[str, _View] = {_BASE: self._view(_BASE, sizes, tuple(dim_names), ())}
         self._groups: dict[Key, Any] = {}  # key -> this rank's group (None: not a member)
         self._made: list[ProcessGroups] = []  # what create_pg made (destroy frees it)
 
@@ -329,9 +330,11 @@ class HyperCommGrid:
         Groups are ascending and come in ascending order of their first rank (Megatron's
         enumeration); a group's position is its mixed-radix coordinate, ``shape[0]`` fastest.
 
-        >>> import os; os.environ.setdefault("WORLD_SIZE", "8") and None
-        >>> HyperCommGrid([2, 2, 2], ["tp", "cp", "dp"], rank_offset=0).get_rank_enum(["dp", "tp"])
-        [[0, 1, 4, 5], [2, 3, 6, 7]]
+        >>> from unittest import mock
+        >>> with mock.patch.dict("os.environ", WORLD_SIZE="16"):
+        ...     grid = HyperCommGrid([2, 2, 2], ["tp", "cp", "dp"], rank_offset=8)
+        >>> grid.get_rank_enum(["dp", "tp"])
+        [[8, 9, 12, 13], [10, 11, 14, 15]]
         """
         target, ordered = self._locate(dims, view)
         return [list(group) for group in target.grid.groups(*ordered)]
