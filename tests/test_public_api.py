@@ -9,7 +9,9 @@ EXPECTED = [
     "Allocation",
     "Arrangement",
     "AxisGroups",
+    "Bridge",
     "Cluster",
+    "Creation",
     "Crossings",
     "Finding",
     "Grid",
@@ -17,6 +19,10 @@ EXPECTED = [
     "Host",
     "Kind",
     "Location",
+    "Module",
+    "Modules",
+    "ModulesArrangement",
+    "ModulesReport",
     "Pipeline",
     "Placement",
     "RankInfo",
@@ -25,12 +31,16 @@ EXPECTED = [
     "Tier",
     "Topology",
     "TopologyError",
+    "Transfer",
+    "bridge",
     "check",
+    "check_modules",
     "compress_hostlist",
     "crossings",
     "expand_hostlist",
     "hierarchical_groups",
     "place",
+    "place_modules",
     "read_allocation",
     "read_hostfile",
     "read_slurm_topology",
@@ -60,5 +70,5 @@ def test_every_public_name_exists() -> None:
 
 
 def test_strategies_module_exports() -> None:
-    """topology.strategies exports grids, ranks and topologies."""
-    assert strategies.__all__ == ["grids", "ranks", "topologies"]
+    """topology.strategies exports grids, modules, ranks and topologies."""
+    assert strategies.__all__ == ["grids", "modules", "ranks", "topologies"]
