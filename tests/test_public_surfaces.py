@@ -100,6 +100,14 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "model_parallel_is_initialized",
     ),
     "topology_torch.compat.megatron.hyper_comm_grid": ("HyperCommGrid",),
+    "topology_torch.compat.megatron.mimo": (
+        "FAMILIES",
+        "HeteroTopology",
+        "LANGUAGE",
+        "ModuleGridSpec",
+        "create_topology",
+        "plan",
+    ),
     "topology_torch.compat.megatron": (
         "HyperCommGrid",
         "RankGenerator",

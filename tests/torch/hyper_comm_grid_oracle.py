@@ -5,7 +5,9 @@ Run by ``tests/torch/test_hyper_comm_grid.py`` and ``tests/torch/test_mimo.py`` 
 line each, until stdin closes. A case is ``{"shape", "names", "offset", "view": null or {"shape",
 "names", "shared"}, "asks": [[dims, in_view], ...]}``; the answer is ``{"enums": [...]}`` (one rank
 enumeration per ask, from ``get_rank_enum``) or ``{"error": "<class name>"}`` where Megatron
-refuses the grid or the view. No process group is made (``WORLD_SIZE`` is set for the grid).
+refuses the grid or the view; ``"embeddings": true`` adds Megatron's embedding and position
+embedding groups (``default_embedding_ranks`` of each ``pp`` group, as MIMO makes them). No process
+group is made (``WORLD_SIZE`` is set for the grid).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirna
 os.environ.setdefault("WORLD_SIZE", str(2**40))
 
 from megatron.core.hyper_comm_grid import HyperCommGrid  # noqa: E402
+from megatron.core.parallel_state import (  # noqa: E402
+    default_embedding_ranks,
+    default_position_embedding_ranks,
+)
 
 
 def answer(case: dict[str, Any]) -> dict[str, Any]:
@@ -30,12 +36,19 @@ def answer(case: dict[str, Any]) -> dict[str, Any]:
             grid.register_view("v", view["shape"], view["names"], shared_dims=view["shared"])
     except Exception as error:  # Megatron refuses the layout: the class is the answer
         return {"error": type(error).__name__}
-    return {
+    answer: dict[str, Any] = {
         "enums": [
             grid.get_rank_enum(list(dims), view="v" if in_view else None)
             for dims, in_view in case["asks"]
         ]
     }
+    if case.get("embeddings"):
+        pipelines = grid.get_rank_enum("pp")
+        answer["embeddings"] = [
+            [default_embedding_ranks(list(p)) for p in pipelines],
+            [default_position_embedding_ranks(list(p)) for p in pipelines],
+        ]
+    return answer
 
 
 def main() -> None:
