@@ -102,8 +102,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "topology_torch.compat.megatron.hyper_comm_grid": ("HyperCommGrid",),
     "topology_torch.compat.megatron.mimo": (
         "FAMILIES",
-        "HeteroTopology",
         "LANGUAGE",
+        "HeteroTopology",
         "ModuleGridSpec",
         "create_topology",
         "plan",

@@ -46,8 +46,8 @@ from .hyper_comm_grid import HyperCommGrid
 
 __all__ = [
     "FAMILIES",
-    "HeteroTopology",
     "LANGUAGE",
+    "HeteroTopology",
     "ModuleGridSpec",
     "create_topology",
     "plan",
