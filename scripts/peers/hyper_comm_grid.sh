@@ -6,20 +6,21 @@
 #   scripts/peers/hyper_comm_grid.sh [ours|peer|all] [pytest args]
 #
 # The test file comes from /work/.mirror/NVIDIA+Megatron-LM/repo ($MEGATRON_MIRROR), extracted to
-# /tmp/megatron-lm-tests-core_v0.19.0 ($MEGATRON_TREE); megatron-core 0.19.2 is the unpacked
-# wheel in .venv/oracles (scripts/setup.sh). Only the launch is adapted (megatron_harness.py:
-# gloo instead of NCCL; hyper_comm_grid_harness.py: the test file's import points at our class).
-# Of its 47 tests, 6 need NCCL and CUDA devices (deselected unless GPU=1); of the other 41, 17 use
-# only the public API (tests/torch/test_hyper_comm_grid_peer.py runs those in CI) and 24 read
-# Megatron's private attributes or mock torch.distributed.new_subgroups_by_enumeration (listed
-# there with the reason).
+# .venv/oracles/megatron-lm-tests-core_v0.19.0 ($MEGATRON_TREE), where
+# tests/torch/test_hyper_comm_grid_peer.py also reads it; megatron-core 0.19.2 is the unpacked wheel
+# in .venv/oracles (scripts/setup.sh). Only the launch is adapted (megatron_harness.py: gloo
+# instead of NCCL; hyper_comm_grid_harness.py: the file's import points at our class, and the
+# WORLD_SIZE a failing test leaves is put back). Of its 47 tests, 6 need NCCL and CUDA devices
+# (deselected unless GPU=1); of the other 41, 17 use only the public API and 24 read Megatron's
+# private attributes or mock torch.distributed.new_subgroups_by_enumeration (listed with the
+# reason in tests/torch/test_hyper_comm_grid_peer.py). Not part of CI; about 2 minutes.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 target="${1:-all}"
 shift $(( $# > 0 ? 1 : 0 ))
 tag="core_v0.19.0"
-tree="${MEGATRON_TREE:-/tmp/megatron-lm-tests-$tag}"
+tree="${MEGATRON_TREE:-$repo/.venv/oracles/megatron-lm-tests-$tag}"
 mirror="${MEGATRON_MIRROR:-/work/.mirror/NVIDIA+Megatron-LM/repo}"
 test_file="tests/unit_tests/test_hyper_comm_grid.py"
 if [[ ! -f "$tree/$test_file" ]]; then
