@@ -2,10 +2,11 @@
 
 Laws first: ``get_rank_enum`` equals megatron-core 0.19.2's own on random shapes, offsets, dim
 subsets (any order) and registered views, and both refuse the same views (one oracle subprocess,
-``hyper_comm_grid_oracle.py``, answers every example). Then the errors, pinned. Then a real gloo
-world: the groups ``create_pg`` makes are the enumerated ones, a shared view dim is the base
-group, a grid over part of the world gives None outside it. Megatron's own test file runs against
-this class in ``test_hyper_comm_grid_peer.py``.
+``hyper_comm_grid_oracle.py``, answers every example). Then the errors, pinned. The real gloo
+world (``create_pg`` makes the enumerated groups, a shared view dim is the base group, a grid over
+part of the world gives None outside it) is :func:`check_a_world`, run by ``test_mimo.py`` in its
+8-rank world (one spawned world for both modules). Megatron's own test file runs against this
+class in ``test_hyper_comm_grid_peer.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -33,7 +33,6 @@ from topology_torch.compat.megatron import HyperCommGrid  # noqa: E402
 from topology_torch.compat.megatron.hyper_comm_grid import FacadeKeyError  # noqa: E402
 
 from .oracle import oracle_0_19  # noqa: E402
-from .world import run_world  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parent / "hyper_comm_grid_oracle.py"
 NAMES = ("tp", "cp", "ep", "dp", "pp")
@@ -200,10 +199,13 @@ def test_views_that_break_a_shared_dim_are_refused(world_of_8: None) -> None:
         grid.register_view("expert", [2, 2], ["ep", "pp"])
 
 
-# -- a real gloo world -------------------------------------------------------------------------
+# -- a real gloo world (run by test_mimo.py) ------------------------------------------------
 
 
-def _groups_of_a_world(rank: int, world_size: int) -> None:
+def check_a_world(rank: int) -> None:
+    """On a gloo world of 8 ranks: groups, view reuse, partial grids, repeats refused, destroy."""
+    from datetime import timedelta
+
     import torch.distributed as dist
 
     def ranks(group: Any) -> list[int]:
@@ -212,8 +214,8 @@ def _groups_of_a_world(rank: int, world_size: int) -> None:
     def mine(enum: list[list[int]]) -> list[int]:
         return next(g for g in enum if rank in g)
 
-    grid = HyperCommGrid([2, 1, 2], ["tp", "dp", "pp"])
-    grid.register_view("expert", [1, 2, 2], ["expt_tp", "ep", "pp"], shared_dims=["pp"])
+    grid = HyperCommGrid([2, 2, 2], ["tp", "dp", "pp"])
+    grid.register_view("expert", [1, 4, 2], ["expt_tp", "ep", "pp"], shared_dims=["pp"])
     dp_tp = grid.create_pg(["dp", "tp"], timeout=timedelta(minutes=5), group_desc="DP_TP")
     assert ranks(dp_tp) == mine(grid.get_rank_enum(["tp", "dp"]))
     assert grid.get_pg(["tp", "dp"]) is dp_tp
@@ -226,18 +228,13 @@ def _groups_of_a_world(rank: int, world_size: int) -> None:
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'backend'"):
         grid.create_pg("tp", backend="gloo")
 
-    half = HyperCommGrid([2, 1], ["tp", "dp"], rank_offset=2)  # ranks 2 and 3
+    half = HyperCommGrid([2, 2], ["tp", "dp"], rank_offset=4)  # ranks 4 to 7
     tp = half.create_pg("tp")
-    assert half.is_current_rank_in_grid() == (rank >= 2)
-    assert (tp is None) == (rank < 2)
+    assert half.is_current_rank_in_grid() == (rank >= 4)
+    assert (tp is None) == (rank < 4)
     if tp is not None:
         assert ranks(tp) == mine(half.get_rank_enum("tp"))
     for each in (grid, half):
         each.destroy()
     with pytest.raises(KeyError, match="hasn't been created"):
         grid.get_pg("pp")
-
-
-def test_create_pg_makes_the_enumerated_groups() -> None:
-    """On 4 gloo ranks: groups, view reuse, partial grids, repeats refused, destroy forgets."""
-    run_world(4, _groups_of_a_world)

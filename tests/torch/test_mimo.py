@@ -5,7 +5,8 @@ ep, expert tp and both GTP axes), every family of every module has the groups me
 0.19.2's own ``HyperCommGrid.get_rank_enum`` gives for Megatron's dims and view, and the language
 module's embedding groups follow Megatron's rule (one oracle subprocess answers every example).
 Then the errors, pinned; the calls per rank at 16,384 ranks (``fake``); and a real gloo world of 8:
-two disjoint modules and a colocated pair, every group's ranks checked on every rank.
+two disjoint modules and a colocated pair, every group's ranks checked on every rank, then
+``HyperCommGrid.create_pg`` on its own (``test_hyper_comm_grid.check_a_world``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from topology_torch.compat.megatron.mimo import (  # noqa: E402
     plan,
 )
 
-from .test_hyper_comm_grid import Oracle  # noqa: E402
+from .test_hyper_comm_grid import Oracle, check_a_world  # noqa: E402
 from .test_hyper_comm_grid import oracle as oracle  # noqa: E402 - the module fixture
 from .world import fake_world, run_world  # noqa: E402
 
@@ -207,8 +208,10 @@ def _two_layouts(rank: int, world_size: int) -> None:
         topo = create_topology(specs)
         _check(topo, specs, rank)
         topo.destroy()
+    check_a_world(rank)  # HyperCommGrid's own create_pg (one spawned world for both files)
 
 
 def test_create_topology_makes_megatrons_groups() -> None:
-    """On 8 gloo ranks, disjoint (4 + 4) and colocated modules: every group, every rank."""
+    """On 8 gloo ranks, disjoint (4 + 4) and colocated modules: every group, every rank; and
+    HyperCommGrid.create_pg's groups (test_hyper_comm_grid.check_a_world)."""
     run_world(8, _two_layouts)
