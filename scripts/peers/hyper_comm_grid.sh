@@ -60,7 +60,7 @@ run() {  # run TARGET [pytest args]: the file on 8 ranks, then the tally
     PEER_TARGET="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 \
     PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" \
       timeout "${PEER_TIMEOUT:-600}" "$torchrun" --nproc-per-node 8 --master-port "$port" \
-      -m pytest "$test_file" -p megatron_harness -p hyper_comm_grid_harness --noconftest \
+      -m pytest "$test_file" --rootdir "$tree" -p megatron_harness -p hyper_comm_grid_harness --noconftest \
       -p no:cacheprovider -p no:randomly -o addopts= -q -W ignore "${deselect[@]}" "$@" >"$results/log.txt" 2>&1
   ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
   "$python" "$here/tally.py" "$results" "HyperCommGrid tests of $tag, $who"

@@ -71,9 +71,9 @@ def _start(target: str, oracle: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PEER_TARGET": target, "WORLD_SIZE": "8", "PYTHONPATH": ":".join(path)}
     env.pop("PEER_RESULTS", None)
     ids = [f"{FILE}::TestHyperCommGrid::{name}" for name in PUBLIC]
-    command = [sys.executable, "-m", "pytest", *ids, "-p", "megatron_harness", "-p",
-               "hyper_comm_grid_harness", "--noconftest", "-p", "no:cacheprovider", "-o",
-               "addopts=", "-q", "-W", "ignore"]  # fmt: skip
+    plugins = ["-p", "megatron_harness", "-p", "hyper_comm_grid_harness", "-p", "no:cacheprovider"]
+    options = ["--rootdir", str(TREE), "--noconftest", "-o", "addopts=", "-q", "-W", "ignore"]
+    command = [sys.executable, "-m", "pytest", *ids, *plugins, *options]
     return subprocess.Popen(
         command, cwd=TREE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
