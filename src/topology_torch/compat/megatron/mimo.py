@@ -7,10 +7,10 @@
 creates each module's ~20 group families one after another through
 ``new_subgroups_by_enumeration`` (every rank calls ``new_group`` for every group of every
 module: 634 calls per rank for two 32-rank modules at tp 2, pp 2); here the modules are one
-:class:`topology.Modules` value
-and its :meth:`~topology.Modules.schedule` makes every distinct rank set once, in calls that
-serve the same family of every disjoint module together: one ``split_group`` per call on a bound
-NCCL group, else one ``new_group`` per group this rank belongs to (``benchmarks/bench_mimo.py``).
+:class:`topology.Modules` value and its :meth:`~topology.Modules.schedule` makes every distinct
+rank set once, in calls that serve the same family of every disjoint module together: one
+``split_group`` per call on a bound NCCL group, else one ``new_group`` per group this rank belongs
+to (``benchmarks/bench_mimo.py``: 7 calls per rank there).
 
 Each spec is a :class:`topology.Topology` over its ranks: the base grid ``[tp, gtp_remat, cp, dp,
 pp]`` is its dense grid (order ``tp-cp-ep-dp-pp``, gtp right after tp) and the expert view
