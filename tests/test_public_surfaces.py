@@ -99,7 +99,17 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "initialize_model_parallel",
         "model_parallel_is_initialized",
     ),
+    "topology_torch.compat.megatron.hyper_comm_grid": ("HyperCommGrid",),
+    "topology_torch.compat.megatron.mimo": (
+        "FAMILIES",
+        "LANGUAGE",
+        "HeteroTopology",
+        "ModuleGridSpec",
+        "create_topology",
+        "plan",
+    ),
     "topology_torch.compat.megatron": (
+        "HyperCommGrid",
         "RankGenerator",
         "create_all_gather_groups",
         "default_embedding_ranks",

@@ -5,7 +5,8 @@ ranks, same group order; 0.19's GTP axes included), but each rank only creates t
 groups it belongs to and nothing leaks on ``destroy_model_parallel``. The getters are the union
 of those versions' API (:mod:`.parallel_state`); :func:`install` puts our groups under
 Megatron's own ``parallel_state`` instead, following the installed version (:mod:`._install`);
-:func:`process_group_collection` fills Megatron's ``ProcessGroupCollection``. SPMD contract:
+:func:`process_group_collection` fills Megatron's ``ProcessGroupCollection``; :class:`HyperCommGrid`
+is 0.19's class of that name (:mod:`.hyper_comm_grid`). SPMD contract:
 call ``initialize_model_parallel`` and ``destroy_model_parallel`` on every rank, with equal
 arguments, in the same order.
 
@@ -22,6 +23,7 @@ from ... import _default
 from ._globals import GLOBALS
 from ._install import install, is_installed, uninstall
 from ._state import OWNER, overrides
+from .hyper_comm_grid import HyperCommGrid
 from .parallel_state import (
     RankGenerator,
     create_all_gather_groups,
@@ -115,6 +117,7 @@ from .parallel_state import (
 from .process_groups_config import process_group_collection
 
 __all__ = [
+    "HyperCommGrid",
     "RankGenerator",
     "create_all_gather_groups",
     "default_embedding_ranks",

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Megatron-LM's own tests/unit_tests/test_hyper_comm_grid.py (tag core_v0.19.0; 8 ranks, gloo on
+# CPU) against megatron-core 0.19.2's HyperCommGrid ("peer") and ours ("ours",
+# topology_torch.compat.megatron.hyper_comm_grid).
+#
+#   scripts/peers/hyper_comm_grid.sh [ours|peer|all] [pytest args]
+#
+# The test file comes from /work/.mirror/NVIDIA+Megatron-LM/repo ($MEGATRON_MIRROR), extracted to
+# .venv/oracles/megatron-lm-tests-core_v0.19.0 ($MEGATRON_TREE), where
+# tests/torch/test_hyper_comm_grid_peer.py also reads it; megatron-core 0.19.2 is the unpacked wheel
+# in .venv/oracles (scripts/setup.sh). Only the launch is adapted (megatron_harness.py: gloo
+# instead of NCCL; hyper_comm_grid_harness.py: the file's import points at our class, and the
+# WORLD_SIZE a failing test leaves is put back). Of its 47 tests, 6 need NCCL and CUDA devices
+# (deselected unless GPU=1); of the other 41, 17 use only the public API and 24 read Megatron's
+# private attributes or mock torch.distributed.new_subgroups_by_enumeration (listed with the
+# reason in tests/torch/test_hyper_comm_grid_peer.py). Not part of CI; about 2 minutes.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+target="${1:-all}"
+shift $(( $# > 0 ? 1 : 0 ))
+tag="core_v0.19.0"
+tree="${MEGATRON_TREE:-$repo/.venv/oracles/megatron-lm-tests-$tag}"
+mirror="${MEGATRON_MIRROR:-/work/.mirror/NVIDIA+Megatron-LM/repo}"
+test_file="tests/unit_tests/test_hyper_comm_grid.py"
+if [[ ! -f "$tree/$test_file" ]]; then
+  mkdir -p "$tree"
+  git --git-dir="$mirror" archive "$tag" tests/__init__.py tests/unit_tests/__init__.py \
+    "$test_file" | tar -x -C "$tree"
+fi
+oracle="$repo/.venv/oracles/megatron-core-0.19.2"
+if [[ ! -f "$oracle/megatron/core/hyper_comm_grid.py" ]]; then
+  echo "$oracle is missing; run scripts/setup.sh" >&2
+  exit 2
+fi
+# NCCL groups or CUDA tensors: these fail on CPU for Megatron's class too (and leave its ranks out
+# of step, so the next collective hangs); run them on GPUs with GPU=1.
+gpu_only=(process_group_creation multi_dimensional_groups all_reduce different_world_sizes
+  rank_enumeration_verification registered_view)
+deselect=()
+if [[ "${GPU:-0}" != 1 ]]; then
+  for name in "${gpu_only[@]}"; do
+    deselect+=(--deselect "$test_file::TestHyperCommGridIntegration::test_real_distributed_$name")
+  done
+fi
+python="$repo/.venv/bin/python"
+torchrun="$repo/.venv/bin/torchrun"
+
+run() {  # run TARGET [pytest args]: the file on 8 ranks, then the tally
+  local who="$1"
+  shift
+  local results path
+  results="$(mktemp -d -t "hyper-comm-grid-$who.XXXX")"
+  path="$here:$repo/src:$tree"
+  [[ "$who" == peer ]] && path="$oracle:$path"
+  local port
+  port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  (
+    cd "$tree"
+    PEER_TARGET="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 \
+    PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" \
+      timeout "${PEER_TIMEOUT:-600}" "$torchrun" --nproc-per-node 8 --master-port "$port" \
+      -m pytest "$test_file" --rootdir "$tree" -p megatron_harness -p hyper_comm_grid_harness --noconftest \
+      -p no:cacheprovider -p no:randomly -o addopts= -q -W ignore "${deselect[@]}" "$@" >"$results/log.txt" 2>&1
+  ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
+  "$python" "$here/tally.py" "$results" "HyperCommGrid tests of $tag, $who"
+}
+
+case "$target" in
+  ours | peer) run "$target" "$@" ;;
+  all) run peer "$@"; run ours "$@" ;;
+  *) echo "usage: $0 [ours|peer|all] [pytest args]" >&2; exit 2 ;;
+esac
