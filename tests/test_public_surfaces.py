@@ -38,7 +38,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "load_hardware",
         "load_model",
         "p2p",
-        "plan",
+        "modules_of",
         "reduce_scatter",
         "scenario",
         "sequential_ring",
@@ -106,7 +106,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "HeteroTopology",
         "ModuleGridSpec",
         "create_topology",
-        "plan",
+        "modules_of",
     ),
     "topology_torch.compat.megatron": (
         "HyperCommGrid",

@@ -34,7 +34,7 @@ from topology_torch.compat.megatron.mimo import (  # noqa: E402
     _expert_shape,
     _kind,
     create_topology,
-    plan,
+    modules_of,
 )
 
 from .test_hyper_comm_grid import Oracle, check_a_world  # noqa: E402
@@ -91,7 +91,7 @@ def _ours(module: Any, kind: str | None) -> list[list[int]]:
 @given(spec_lists())
 def test_every_group_is_megatrons(oracle: Oracle, specs: list[ModuleGridSpec]) -> None:
     """Every family's groups and the embedding groups equal Megatron 0.19.2's."""
-    modules = plan(specs)
+    modules = modules_of(specs)
     for spec, module in zip(specs, modules.modules, strict=True):
         case = {
             "shape": _base_shape(spec),
@@ -125,11 +125,11 @@ def test_specs_that_do_not_divide_are_refused() -> None:
 def test_plans_need_one_language_module_and_a_tiling() -> None:
     """Exactly one 'language' module; spans coincide or tile [0, world)."""
     with pytest.raises(TopologyError, match=r"exactly one spec named 'language'.*got 0"):
-        plan([ModuleGridSpec("vision", 4)])
+        modules_of([ModuleGridSpec("vision", 4)])
     with pytest.raises(TopologyError, match=r"ranks \[4, 6\) are in no module"):
-        plan([ModuleGridSpec("vision", 4), ModuleGridSpec("language", 4, rank_offset=6)])
+        modules_of([ModuleGridSpec("vision", 4), ModuleGridSpec("language", 4, rank_offset=6)])
     with pytest.raises(TopologyError, match=r"overlap without sharing their span"):
-        plan([ModuleGridSpec("vision", 4), ModuleGridSpec("language", 4, rank_offset=2)])
+        modules_of([ModuleGridSpec("vision", 4), ModuleGridSpec("language", 4, rank_offset=2)])
 
 
 # -- scale (fake backend: nothing is sent, calls are counted) ------------------------------

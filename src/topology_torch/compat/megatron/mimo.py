@@ -22,7 +22,7 @@ SPMD contract: call :func:`create_topology` and ``destroy`` on every rank of the
 with equal arguments, in the same order.
 
 >>> specs = [ModuleGridSpec("vision", 8), ModuleGridSpec("language", 8, tp=2, rank_offset=8)]
->>> specs[1].dp, plan(specs).world_size
+>>> specs[1].dp, modules_of(specs).world_size
 (4, 16)
 >>> topo = create_topology(specs)  # doctest: +SKIP
 >>> topo.module_pgs["language"].tp, topo.grids["vision"].get_pg("dp")  # doctest: +SKIP
@@ -51,7 +51,7 @@ __all__ = [
     "HeteroTopology",
     "ModuleGridSpec",
     "create_topology",
-    "plan",
+    "modules_of",
 ]
 
 LANGUAGE = "language"
@@ -181,7 +181,7 @@ class ModuleGridSpec:
         )
 
 
-def plan(specs: Sequence[ModuleGridSpec]) -> Modules:
+def modules_of(specs: Sequence[ModuleGridSpec]) -> Modules:
     """The specs as one pure :class:`topology.Modules` value, validated as Megatron's MIMO does.
 
     Raises:
@@ -264,7 +264,7 @@ def create_topology(
     _created += 1
     problem: TopologyError | None = None
     try:
-        modules = plan(specs)
+        modules = modules_of(specs)
         if modules.world_size != dist.get_world_size():
             raise TopologyError(
                 f"module grids must partition the world [0, {dist.get_world_size()}) with no "
