@@ -38,7 +38,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "load_hardware",
         "load_model",
         "p2p",
-        "modules_of",
+        "plan",
         "reduce_scatter",
         "scenario",
         "sequential_ring",
