@@ -103,10 +103,10 @@ def process_group_collection(
     topology = topology_of(held)
     known = {f.name for f in dataclasses.fields(collection)}
     if all_gather:  # made only where the class has the fields (0.18+)
-        _make_all_gather(held, topology, own=groups is None, make=bool(known & _ALL_GATHER))
+        _make_all_gather(held, topology, facade=groups is None, make=bool(known & _ALL_GATHER))
     fields: dict[str, Any] = {}
     for field in sorted(known):
-        fields[field] = _field(field, held, topology, own=groups is None)
+        fields[field] = _field(field, held, topology, facade=groups is None)
     return collection(**fields)
 
 
@@ -129,12 +129,12 @@ def _all_gather_kinds(topology: Topology) -> tuple[str, ...]:
     return ("dp-cp", "edp") if topology.ep > 1 else ("dp-cp",)
 
 
-def _make_all_gather(held: ProcessGroups, topology: Topology, *, own: bool, make: bool) -> None:
+def _make_all_gather(held: ProcessGroups, topology: Topology, *, facade: bool, make: bool) -> None:
     """Make sure ``held`` (or the façade) has the second communicators ``all_gather`` asks for."""
     missing = [k for k in _all_gather_kinds(topology) if second_communicator(held, k) is None]
-    if not missing or (own and not make):
+    if not missing or (facade and not make):
         return
-    if not own:
+    if not facade:
         raise TopologyError(
             f"all_gather=True needs second communicators of {', '.join(missing)} in these "
             f"groups of {topology}; pass independent={tuple(_all_gather_kinds(topology))!r} to "
@@ -145,41 +145,41 @@ def _make_all_gather(held: ProcessGroups, topology: Topology, *, own: bool, make
     create_all_gather_groups(for_expert_parallelism=topology.ep > 1)
 
 
-def _field(field: str, held: ProcessGroups, topology: Topology, *, own: bool) -> Any:
+def _field(field: str, held: ProcessGroups, topology: Topology, *, facade: bool) -> Any:
     """What Megatron's ``use_mpu_process_groups`` puts in ``field``, from our groups."""
     special = _SPECIAL.get(field)
     if special is not None:
-        return special(held, topology, own)
+        return special(held, topology, facade)
     kinds = _COLLECTION_FIELDS.get(field)
     if kinds is None:  # a field of a newer megatron-core than this façade knows
         return None
     for kind in kinds:
         if kind in topology.kinds:  # the first kind this layout has; None if not created here
             return held.group(kind) if kind in held.kinds and held.has_group(kind) else None
-    return _FALLBACK.get(field, _none)(held, topology, own)
+    return _FALLBACK.get(field, _none)(held, topology, facade)
 
 
-def _none(held: ProcessGroups, topology: Topology, own: bool) -> Any:
+def _none(held: ProcessGroups, topology: Topology, facade: bool) -> Any:
     return None
 
 
-def _hcp(held: ProcessGroups, topology: Topology, own: bool) -> Any:
+def _hcp(held: ProcessGroups, topology: Topology, facade: bool) -> Any:
     """The hierarchical context-parallel levels, innermost first (None without them)."""
     return [held.group(k) for k in held.kinds if k.startswith("hcp-")] or None
 
 
-def _alone(held: ProcessGroups, topology: Topology, own: bool) -> Any:
+def _alone(held: ProcessGroups, topology: Topology, facade: bool) -> Any:
     """Megatron's GTP group at size 1: this rank alone (the façade makes it)."""
-    return singleton() if own else None
+    return singleton() if facade else None
 
 
-def _world(held: ProcessGroups, topology: Topology, own: bool) -> Any:
+def _world(held: ProcessGroups, topology: Topology, facade: bool) -> Any:
     """Megatron's one distributed-optimizer instance: every rank (when these groups span all)."""
     return dist.group.WORLD if topology.world_size == dist.get_world_size() else None
 
 
 def _all_gather(kind: str) -> Callable[[ProcessGroups, Topology, bool], Any]:
-    def second(held: ProcessGroups, topology: Topology, own: bool) -> Any:
+    def second(held: ProcessGroups, topology: Topology, facade: bool) -> Any:
         return second_communicator(held, kind) if kind in held.kinds else None
 
     return second
