@@ -310,10 +310,13 @@ def test_a_shallow_tree_beside_a_deep_one_stays_in_its_root() -> None:
 
 
 def test_slurm_fields_keep_equals_signs_and_lose_quotes() -> None:
-    """Name=Value splits at the first '='; quotes around a value are dropped, X kept."""
-    text = "SwitchName=\"Xs\" Nodes='X[1-2]'\nSwitchName=t Nodes=y=z"
+    """Name=Value splits at the first '='; quotes around a value are dropped, X kept. A switch
+    name keeps its '='; a host name with one breaks the host-name rule (Host applies it)."""
+    text = "SwitchName=\"Xs\" Nodes='X[1-2]'\nSwitchName=t=u Nodes=y"
     alloc = parse_slurm_topology(text, gpus_per_host=1)
-    assert table(alloc) == [("X1", 1, ("Xs",)), ("X2", 1, ("Xs",)), ("y=z", 1, ("t",))]
+    assert table(alloc) == [("X1", 1, ("Xs",)), ("X2", 1, ("Xs",)), ("y", 1, ("t=u",))]
+    with pytest.raises(TopologyError, match=r"host 'y=z' holds '=', which a hostfile line reads"):
+        parse_slurm_topology("SwitchName=t Nodes=y=z", gpus_per_host=1)
 
 
 def test_slurm_hosts_may_be_a_sequence() -> None:

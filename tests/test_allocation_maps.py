@@ -46,6 +46,18 @@ RACK, LEAF = Tier("rack", nvlink=True), Tier("leaf")
             "Host.name must be a non-empty name without surrounding blanks, got ''",
         ),
         (
+            lambda: Host("rack[1]", 1),  # the rule every reader applies (check_host_name)
+            "Host.name: host 'rack[1]' holds '[', which a host list reads as a range; a host "
+            "name is a word of printable characters without blanks, '#', ',', '[', ']' or '=', "
+            "as hostfiles and launchers read it; rename the host",
+        ),
+        (
+            lambda: Host("node 7", 1),
+            "Host.name: host 'node 7' holds a blank, which ends the name on a hostfile line; a "
+            "host name is a word of printable characters without blanks, '#', ',', '[', ']' or "
+            "'=', as hostfiles and launchers read it; rename the host",
+        ),
+        (
             lambda: Tier("t "),
             "Tier.name must be a non-empty name without surrounding blanks, got 't '",
         ),

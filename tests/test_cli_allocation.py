@@ -422,3 +422,31 @@ def test_check_counts_separate_and_independent_kinds() -> None:
     assert_invalid((*layout, "--separate", "nope"), "unknown kind 'nope'")
     low = run_json(*layout, "--nvls-limit", "2")
     assert "too-many-nvls-groups" in {f["code"] for f in low["findings"]}
+
+
+def test_check_counts_kinds_with_their_own_pg_options() -> None:
+    """--pg-options dp gives dp an options object of its own: it no longer shares dp-cp's 4
+    communicators (one more per rank, 13 in a node); dp,dp-cp in one flag share one object."""
+    layout = ("check", "-w", "16", "--tp", "2", "--pp", "2", "--gpus-per-node", "8")
+    plain = run_json(*layout)["communicators"]
+    apart = run_json(*layout, "--pg-options", "dp", "--nvls-limit", "11")
+    assert apart["communicators"]["strategies"]["all"] == plain["strategies"]["all"] + 4
+    assert apart["communicators"]["per_rank_max"] == plain["per_rank_max"] + 1
+    nvls = next(f["message"] for f in apart["findings"] if f["code"] == "too-many-nvls-groups")
+    assert "holds 13 communicators" in nvls
+    together = run_json(*layout, "--pg-options", "dp,dp-cp,edp")["communicators"]
+    assert together["strategies"]["all"] == plain["strategies"]["all"]
+    twice = run_json(*layout, "--pg-options", "dp", "--pg-options", "dp_cp")["communicators"]
+    assert twice["per_rank_max"] == plain["per_rank_max"] + 2
+    assert_invalid((*layout, "--pg-options", "dp,"), "--pg-options 'dp,' has an empty kind")
+    assert_invalid((*layout, "--pg-options", "dp", "--pg-options", "dp"), "names dp twice")
+    assert_invalid((*layout, "--pg-options", "nope"), "unknown kind 'nope'")
+
+
+def test_nvls_warning_names_only_the_given_limit() -> None:
+    """--nvls-limit 11: the warning names 11 as given, not the default NVLS_LIMIT 128."""
+    layout = ("check", "-w", "16", "--tp", "2", "--pp", "2", "--gpus-per-node", "8")
+    data = run_json(*layout, "--independent", "tp", "--nvls-limit", "11")
+    nvls = next(f["message"] for f in data["findings"] if f["code"] == "too-many-nvls-groups")
+    assert "more than the 11 NVLink SHARP multicast groups of an NVSwitch domain" in nvls
+    assert "(nvls_limit as given)" in nvls and "128" not in nvls and "NVLS_LIMIT" not in nvls

@@ -211,20 +211,31 @@ def test_a_closed_stdout_in_a_real_process_is_exit_2() -> None:
 # -- names with control characters and names that are not UTF-8 -----------------------------
 
 HOSTILE = [
-    {"name": "n\x1b]0;owned\x07", "gpus": 4, "domains": {"ra\x1b[2Jck": "r\r1"}},
-    {"name": "n\u202e2", "gpus": 4, "domains": {"ra\x1b[2Jck": "r2"}},
+    {"name": "n1", "gpus": 4, "domains": {"ra\x1b[2Jck": "r\x1b]0;owned\x07\r1"}},
+    {"name": "n2", "gpus": 4, "domains": {"ra\x1b[2Jck": "r\u202e2"}},
 ]
 
 
 @pytest.mark.parametrize("command", ["show", "check", "place"])
 def test_control_characters_in_names_are_printed_escaped(tmp_path: Path, command: str) -> None:
-    """Host, tier and domain names with ESC, BEL, CR or a bidi override never reach stdout raw:
-    they are printed as repr spells them."""
+    """Tier and domain names with ESC, BEL, CR or a bidi override never reach stdout raw: they
+    are printed as repr spells them (host names cannot hold them: Host refuses them)."""
     path = allocation(tmp_path, HOSTILE, ("ra\x1b[2Jck",))
     code, out, _ = invoke(command, "--allocation", path, "-w", "8", "--tp", "4")
     assert code == 0
     assert not any(c in out for c in "\x1b\x07\r\u202e"), repr(out)
-    assert "ra\\x1b[2Jck" in out and ("n\\u202e2" in out or command == "check")
+    assert "ra\\x1b[2Jck" in out and ("r\\u202e2" in out or command != "show")
+
+
+@pytest.mark.parametrize("name", ["n\x1b]0;owned\x07", "n\u202e2"])
+def test_a_host_name_with_control_characters_is_refused_escaped(tmp_path: Path, name: str) -> None:
+    """A host named with ESC, BEL or a bidi override is exit 2, its name escaped in the one
+    error line (Host applies the host-name rule)."""
+    path = allocation(tmp_path, [{"name": name, "gpus": 4}])
+    code, out, err = invoke("show", "--allocation", path)
+    assert code == 2 and out == ""
+    assert not any(c in err for c in "\x1b\x07\u202e"), repr(err)
+    one_error_line(err, "Host.name: host 'n\\", "a control, format or blank character")
 
 
 def test_control_characters_in_an_error_are_escaped() -> None:
@@ -234,20 +245,30 @@ def test_control_characters_in_an_error_are_escaped() -> None:
 
 
 def test_a_name_that_is_not_utf8_is_printed_escaped(tmp_path: Path) -> None:
-    """A host name holding a lone surrogate (a non-UTF-8 name) is exit 0 with the name escaped
-    on a strict UTF-8 stdout (exit 3, UnicodeEncodeError, before)."""
+    """A domain name holding a lone surrogate (a non-UTF-8 name) is exit 0 with the name escaped
+    on a strict UTF-8 stdout (exit 3, UnicodeEncodeError, before); a host name holding one is
+    exit 2 with the name escaped in the error (Host applies the host-name rule)."""
     path = tmp_path / "alloc.json"
-    path.write_text('{"hosts": [{"name": "n\\udcff1", "gpus": 8}]}', encoding="utf-8")
+    path.write_text(
+        '{"tiers": [{"name": "r"}], "hosts": [{"name": "n1", "gpus": 8, '
+        '"domains": {"r": "d\\udcff1"}}]}',
+        encoding="utf-8",
+    )
     done = run("show", "--allocation", str(path))
     assert done.returncode == 0, done.stderr
-    assert b"n\\udcff1" in done.stdout
+    assert b"d\\udcff1" in done.stdout
+    path.write_text('{"hosts": [{"name": "n\\udcff1", "gpus": 8}]}', encoding="utf-8")
+    done = run("show", "--allocation", str(path))
+    assert done.returncode == 2 and b"Traceback" not in done.stderr, done.stderr
+    assert b"host 'n\\udcff1' holds '\\udcff'" in done.stderr
 
 
 def test_a_non_utf8_name_in_argv_is_escaped() -> None:
-    """--hosts with a byte that is not UTF-8 (os.fsencode of a surrogate) reads and prints."""
+    """--hosts with a byte that is not UTF-8 (os.fsencode of a surrogate) is exit 2 naming the
+    host escaped (Host applies the host-name rule), never a traceback or the raw byte."""
     done = run("show", "--hosts", "n\udcff[1-2]", "--gpus-per-host", "4")
-    assert done.returncode == 0, done.stderr
-    assert b"n\\udcff[1-2]" in done.stdout and b"\xff" not in done.stdout
+    assert done.returncode == 2 and b"Traceback" not in done.stderr, done.stderr
+    assert b"n\\udcff1" in done.stderr and b"\xff" not in done.stderr
 
 
 def test_escape_controls_keeps_only_colour_sequences_when_asked() -> None:
@@ -293,12 +314,13 @@ def test_write_hostfile_reads_back_through_host_order(tmp_path: Path) -> None:
 def test_write_hostfile_refuses_a_name_it_cannot_read_back(
     tmp_path: Path, name: str, fragment: str
 ) -> None:
-    """A host whose name a hostfile line cannot hold is exit 2 before placing; no file."""
+    """A host whose name a hostfile line cannot hold is exit 2 before placing; no file (the
+    allocation's Host refuses it, by the rule --write-hostfile applies)."""
     path = allocation(tmp_path, [{"name": "n1", "gpus": 2}, {"name": name, "gpus": 2}])
     out = tmp_path / "hosts.txt"
     code, printed, err = invoke("place", "--allocation", path, "--write-hostfile", str(out))
     assert code == 2 and printed == "" and not out.exists()
-    one_error_line(err, "--write-hostfile: host ", fragment, "rename the host")
+    one_error_line(err, "hosts[1]: Host.name: host ", fragment, "rename the host")
 
 
 def test_host_order_refuses_a_byte_order_mark(tmp_path: Path) -> None:

@@ -28,6 +28,14 @@ def test_nvls_budget_counts_independent_copies() -> None:
     assert "holds 15 communicators" in _nvls(report.findings)
 
 
+def test_nvls_warning_names_the_default_limit_and_its_source() -> None:
+    """Without nvls_limit the warning names NVLS_LIMIT's 128 and where that figure comes from."""
+    topo = Topology(144, tp=2, cp=2, ep=2, pp=2)  # 153 communicators in one NVL72 domain
+    message = _nvls(check(topo, Cluster(4, nvlink_domain=72)).findings)
+    assert "more than the 128 NVLink SHARP multicast groups of an NVSwitch domain" in message
+    assert "(NVLS_LIMIT, the default, NVIDIA/nccl#2077)" in message
+
+
 def test_nvls_budget_counts_separate_kinds() -> None:
     """dp separate from dp-cp: its 2 groups of stage 0 are new communicators there (13)."""
     report = check(Topology(16, tp=2, pp=2), Cluster(8), nvls_limit=11, separate=("dp",))

@@ -404,5 +404,6 @@ def test_process_group_collection_holds_our_groups() -> None:
         assert collection.expt_dp is groups.group("edp") and collection.embd is groups.group(
             "embedding"
         )
-        assert not hasattr(collection, "pos_embd")  # position embeddings live on stage 0 only
+        # position embeddings live on stage 0 only: None, as use_mpu_process_groups sets it
+        assert "pos_embd" in vars(collection) and collection.pos_embd is None
         megatron.destroy_model_parallel()

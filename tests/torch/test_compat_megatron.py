@@ -324,3 +324,34 @@ def test_gtp_widens_the_data_parallel_getters() -> None:
         megatron.destroy_model_parallel()
     finally:
         dist.destroy_process_group()
+
+
+def test_vp_stage_is_checked_as_the_core_checks_it() -> None:
+    """A vp_stage outside range(vpp) (range(1) without virtual stages), or a bool, is refused by
+    every getter that takes one, with the core's message; valid ones answer as before."""
+    _fake(rank=0)
+    try:
+        megatron.initialize_model_parallel(2, 2, virtual_pipeline_model_parallel_size=2)
+        getters = (
+            megatron.is_pipeline_first_stage,
+            megatron.is_pipeline_last_stage,
+            megatron.is_rank_in_embedding_group,
+        )
+        for getter in getters:
+            for bad in (2, -1, True):
+                with pytest.raises(TopologyError, match=rf"vp_stage {bad} is not a virtual stage"):
+                    getter(ignore_virtual=False, vp_stage=bad)
+            with pytest.raises(TopologyError, match=r"valid: an int from 0 to 1 \(range\(vpp\)"):
+                getter(vp_stage=2)  # checked even where ignore_virtual ignores it
+        assert megatron.is_pipeline_first_stage(ignore_virtual=False, vp_stage=0)
+        assert not megatron.is_pipeline_first_stage(ignore_virtual=False, vp_stage=1)
+        megatron.set_virtual_pipeline_model_parallel_world_size(4)  # the vpp in force counts
+        assert not megatron.is_pipeline_first_stage(ignore_virtual=False, vp_stage=3)
+        megatron.destroy_model_parallel()
+        megatron.initialize_model_parallel(2, 2)
+        with pytest.raises(TopologyError, match=r"vp_stage 1 is not a virtual stage"):
+            megatron.is_rank_in_embedding_group(vp_stage=1)
+        assert megatron.is_pipeline_first_stage(ignore_virtual=False, vp_stage=0)
+        megatron.destroy_model_parallel()
+    finally:
+        dist.destroy_process_group()

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from .._megatron.topology import Topology
 from .._preflight.allocation.rankmap import RankMap
 from .._preflight.budget import NVLS_LIMIT
 from .._preflight.check import check
@@ -86,10 +87,48 @@ def register(subparsers: Any) -> None:
             "counted in the communicator budget (repeatable)",
         )
         with_completer(action, kind_names)
+    action = parser.add_argument(
+        "--pg-options",
+        dest="pg_options",
+        action="append",
+        default=[],
+        metavar="KIND[,KIND]",
+        help="kinds that share one pg_options object of their own, as ProcessGroups.create(... "
+        "pg_options=) gets it: they share no communicator with other kinds; counted in the "
+        "communicator budget (repeatable, one object per flag)",
+    )
+    with_completer(action, kind_names)
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 on warnings too (for CI gates)"
     )
     parser.set_defaults(func=run)
+
+
+def pg_options_from_args(flags: list[str], topo: Topology) -> dict[str, object]:
+    """``--pg-options`` flags as ``check``'s ``pg_options``: one stand-in options object per
+    flag, shared by the kinds it lists (``check`` compares options objects by identity).
+
+    Raises:
+        CliError: an empty kind in a list, or a kind named twice.
+        TopologyError: a kind the layout does not have.
+    """
+    options: dict[str, object] = {}
+    for flag in flags:
+        shared = object()
+        for name in flag.split(","):
+            if not name.strip():
+                raise CliError(
+                    f"--pg-options {flag!r} has an empty kind; list kinds with commas, e.g. "
+                    "--pg-options dp-cp,edp"
+                )
+            kind = topo.kind(name.strip()).name
+            if kind in options:
+                raise CliError(
+                    f"--pg-options names {kind} twice; give each kind once (one flag per "
+                    "options object)"
+                )
+            options[kind] = shared
+    return options
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
         nvls_limit=args.nvls_limit,
         separate=args.separate,
         independent=args.independent,
+        pg_options=pg_options_from_args(args.pg_options, topo),
     )
     if args.json:
         write_json("check", report.to_dict())

@@ -123,8 +123,15 @@ def budget_findings(
                 "too-many-nvls-groups",
                 f"{domain_name} {domain} holds {groups} communicators with two or more of its "
                 f"ranks{sampled}, more than the {nvls_limit} NVLink SHARP multicast groups of "
-                f"an NVSwitch domain (NVLS_LIMIT {NVLS_LIMIT}); NCCL falls back or fails, so "
-                f"create only the kinds you use or set NCCL_NVLS_ENABLE=0",
+                f"an NVSwitch domain ({_limit_source(nvls_limit)}); NCCL falls back or fails, "
+                f"so create only the kinds you use or set NCCL_NVLS_ENABLE=0",
             )
         )
     return result
+
+
+def _limit_source(nvls_limit: int) -> str:
+    """Where the NVLS limit in force came from: the default (NVLS_LIMIT) or the caller."""
+    if nvls_limit == NVLS_LIMIT:
+        return "NVLS_LIMIT, the default, NVIDIA/nccl#2077"
+    return "nvls_limit as given"

@@ -14,6 +14,7 @@ from ..._args import format_choices, show
 from ..._errors import TopologyError
 from ..._fields import flag, text
 from .hostlist import natural_key, slurm_key
+from .textfile import check_host_name
 
 __all__ = [
     "LAUNCHER_ORDERS",
@@ -57,6 +58,12 @@ def _name(owner: object, attribute: Any, value: Any) -> None:
             f"{type(owner).__name__}.{attribute.name} must be a non-empty name without "
             f"surrounding blanks, got {show(value)}"
         )
+
+
+def _host_name(owner: object, attribute: Any, value: Any) -> None:
+    """A host's name follows the one rule every reader and writer applies (a hostfile word)."""
+    _name(owner, attribute, value)
+    check_host_name(value, "Host.name")
 
 
 def _tier_name(owner: object, attribute: Any, value: Any) -> None:
@@ -116,10 +123,12 @@ class Tier:
 class Host:
     """A host: its name, how many GPUs the launcher runs ranks on, and its domain per tier.
 
-    ``domains[t]`` names the domain of tier ``t`` (innermost first), ``None`` when unknown.
+    ``domains[t]`` names the domain of tier ``t`` (innermost first), ``None`` when unknown. The
+    name follows the rule the readers apply (``check_host_name``): a word of printable characters
+    without blanks, ``#``, ``,``, ``[``, ``]`` or ``=``, as hostfiles and launchers read it.
     """
 
-    name: str = attrs.field(validator=_name)
+    name: str = attrs.field(validator=_host_name)
     gpus: int = attrs.field(validator=_gpus)
     domains: tuple[str | None, ...] = attrs.field(
         default=(), converter=as_tuple, validator=_domains

@@ -159,3 +159,12 @@ def release_extras() -> None:
     """Destroy every group kept by :func:`make_singleton` and :func:`extra_groups`."""
     while _extras:
         _extras.pop().destroy()
+
+
+def second_communicator(held: ProcessGroups, kind: str) -> Any:
+    """The independent second communicator of ``kind`` (Megatron's all-gather groups): ``held``'s
+    own, else one :func:`extra_groups` keeps (``create_all_gather_groups``); None without."""
+    for made in (held, *(_extras if held is _default.held_by(OWNER) else ())):
+        if kind in made.kinds and made.has_independent(kind):
+            return made.independent_group(kind)
+    return None

@@ -14,6 +14,7 @@ import warnings
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import torch.distributed as dist
 
 from topology import TopologyError
@@ -631,8 +632,28 @@ def set_virtual_pipeline_model_parallel_rank(rank: int | None) -> None:
     overrides["vpp_rank"] = rank
 
 
+def _checked_vp_stage(vp_stage: int | None) -> None:
+    """Refuse a ``vp_stage`` that is no virtual stage, as the core does (``Topology
+    .is_first_stage``): None, or an int (not a bool) in ``range(vpp)``, ``range(1)`` without
+    virtual stages; ``vpp`` is the one in force (``set_virtual_pipeline_model_parallel_world_size``
+    wins). Megatron ignores a bad one; this façade names it.
+
+    Raises:
+        TopologyError: ``vp_stage`` out of range or not an int.
+    """
+    groups = _default.held_by(OWNER)
+    if vp_stage is None or groups is None:
+        return
+    topology = topology_of(groups)
+    vpp = get_virtual_pipeline_model_parallel_world_size()
+    if vpp != topology.vpp:
+        topology = attrs.evolve(topology, vpp=vpp)
+    topology.is_first_stage(topology.rank_offset, vp_stage)
+
+
 def _virtual(ignore_virtual: bool, vp_stage: int | None) -> int | None:
     """The virtual pipeline size when ``vp_stage`` must be checked, else None."""
+    _checked_vp_stage(vp_stage)
     vpp = get_virtual_pipeline_model_parallel_world_size()
     if ignore_virtual or vpp is None:
         return None
@@ -661,6 +682,7 @@ def is_pipeline_last_stage(ignore_virtual: bool = True, vp_stage: int | None = N
 
 def is_rank_in_embedding_group(ignore_virtual: bool = True, vp_stage: int | None = None) -> bool:
     """Whether this rank holds word embeddings (in virtual chunk ``vp_stage``)."""
+    _checked_vp_stage(vp_stage)
     groups = _default.held_by(OWNER)
     if groups is None or "embedding" not in groups.kinds:
         return False

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Megatron-LM's own tests/unit_tests/test_process_groups_config.py (gloo on CPU) for one
+# megatron-core version, against Megatron itself ("peer"), Megatron with our install()
+# ("installed") and our façade as parallel_state ("ours": Megatron's ProcessGroupCollection reads
+# our groups through its use_mpu_process_groups).
+#
+#   scripts/peers/megatron_pgc.sh [ours|peer|installed|all] [VERSION] [pytest args]
+#
+# VERSION is 0.19.2 (default) or 0.18.2 (the versions whose collection has the all-gather fields;
+# 0.19.2 its 27 fields), 0.17.1 or 0.16.1; the test file comes from the matching tag
+# (core_v0.19.0 for 0.19.2) of /work/.mirror/NVIDIA+Megatron-LM/repo ($MEGATRON_MIRROR),
+# extracted to /tmp/megatron-lm-pgc-tests-TAG ($MEGATRON_TREE); megatron-core is the installed
+# package for 0.16.1, else .venv/oracles/megatron-core-VERSION on PYTHONPATH (scripts/setup.sh
+# unpacks 0.19.2; ORACLE=1 the others). $NPROC ranks (default 8, as Megatron's CI) run under
+# torchrun. Only the launch is adapted: scripts/peers/megatron_harness.py (see there) and
+# scripts/peers/megatron_mocker.py (a `mocker` fixture from unittest.mock where pytest-mock is
+# not installed); the peer's test file runs unchanged. Not part of CI: the test file lives only in
+# the Megatron-LM mirror.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+target="${1:-all}"
+version="${2:-0.19.2}"
+shift $(( $# > 2 ? 2 : $# ))
+case "$version" in
+  0.16.1 | 0.17.1 | 0.18.2) tag="core_v$version" ;;
+  0.19.2) tag="core_v0.19.0" ;;
+  *) echo "VERSION must be 0.16.1, 0.17.1, 0.18.2 or 0.19.2, got $version" >&2; exit 2 ;;
+esac
+tree="${MEGATRON_TREE:-/tmp/megatron-lm-pgc-tests-$tag}"
+mirror="${MEGATRON_MIRROR:-/work/.mirror/NVIDIA+Megatron-LM/repo}"
+suite=tests/unit_tests/test_process_groups_config.py
+if [[ ! -f "$tree/$suite" ]]; then
+  mkdir -p "$tree"
+  git --git-dir="$mirror" archive "$tag" tests/__init__.py tests/unit_tests/__init__.py \
+    tests/unit_tests/test_utilities.py "$suite" | tar -x -C "$tree"
+fi
+oracle=""
+if [[ "$version" != 0.16.1 ]]; then
+  oracle="$repo/.venv/oracles/megatron-core-$version"
+  if [[ ! -f "$oracle/megatron/core/parallel_state.py" ]]; then
+    echo "$oracle is missing; run ORACLE=1 scripts/setup.sh" >&2
+    exit 2
+  fi
+fi
+python="$repo/.venv/bin/python"
+torchrun="$repo/.venv/bin/torchrun"
+
+run() {  # run TARGET [pytest args]: the suite on $NPROC ranks, then the tally
+  local who="$1"
+  shift
+  local results
+  results="$(mktemp -d -t "megatron-pgc-$version-$who.XXXX")"
+  local port
+  port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  (
+    cd "$tree"
+    PEER_TARGET="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 NO_VCS_VERSION=1 \
+    PYTHONPATH="$here:$repo/src${oracle:+:$oracle}:$tree${PYTHONPATH:+:$PYTHONPATH}" \
+      timeout "${PEER_TIMEOUT:-600}" "$torchrun" --nproc-per-node "${NPROC:-8}" \
+      --master-port "$port" -m pytest "$suite" -p megatron_harness -p megatron_mocker \
+      --noconftest -p no:cacheprovider -o addopts= -q -W ignore "$@" >"$results/log.txt" 2>&1
+  ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
+  "$python" "$here/tally.py" "$results" "megatron-core $version, $who"
+}
+
+case "$target" in
+  ours | peer | installed) run "$target" "$@" ;;
+  all) run peer "$@"; run installed "$@"; run ours "$@" ;;
+  *) echo "usage: $0 [ours|peer|installed|all] [VERSION] [pytest args]" >&2; exit 2 ;;
+esac
