@@ -53,6 +53,8 @@ from .crossings import (
     distinct_kinds,
     slot_sets,
 )
+from .place_bound import key_bound
+from .place_exact import EXACT_HOSTS, search
 from .place_search import WeightedSet, improve
 
 __all__ = ["Arrangement", "StepTime", "place"]
@@ -92,6 +94,8 @@ class Arrangement:
     method: str = attrs.field(validator=text)
     step_time_before: float | None = attrs.field(default=None, validator=_optional_seconds)
     step_time_after: float | None = attrs.field(default=None, validator=_optional_seconds)
+    exact: bool = attrs.field(default=False, validator=instance(bool))
+    bound: tuple[int, ...] | None = attrs.field(default=None)
 
     def __attrs_post_init__(self) -> None:
         if (self.before.kinds, self.before.tiers) != (self.after.kinds, self.after.tiers):
@@ -99,6 +103,32 @@ class Arrangement:
                 "Arrangement.before and .after must count the same kinds and tiers, got "
                 f"{self.before.kinds}/{self.before.tiers} and {self.after.kinds}/{self.after.tiers}"
             )
+        key = self.after.key()
+        if self.bound is not None and (
+            type(self.bound) is not tuple
+            or len(self.bound) != len(key)
+            or any(
+                type(b) is not int or not 0 <= b <= k for b, k in zip(self.bound, key, strict=True)
+            )
+        ):
+            raise TopologyError(
+                f"Arrangement.bound must hold one int per entry of after.key() ({len(key)}), "
+                f"each from 0 to that entry {key}, got {show(self.bound)}; pass None for no bound"
+            )
+
+    @property
+    def proven(self) -> tuple[bool, ...]:
+        """Per entry of ``after.key()``, True when no host order does better there: every entry
+        when :attr:`exact` (no order with the same earlier entries crosses fewer groups at this
+        one), else the entries that equal their :attr:`bound` (no order at all crosses fewer)."""
+        key = self.after.key()
+        bound = self.bound if self.bound is not None else (0,) * len(key)
+        return tuple(self.exact or k == b for k, b in zip(key, bound, strict=True))
+
+    @property
+    def optimal(self) -> bool:
+        """True when no host order has a smaller crossing key than :attr:`hosts`."""
+        return all(self.proven)
 
     @property
     def improved(self) -> bool:
@@ -121,9 +151,27 @@ class Arrangement:
         ``G`` times there)."""
         return "".join(f"{name}\n" for name in self.hosts)
 
+    def certificate(self) -> list[dict[str, Any]]:
+        """Per entry of ``after.key()`` (kind class, then tier innermost first): the class, the
+        tier, the groups that cross, the :attr:`bound` and whether the entry is :attr:`proven`."""
+        key = self.after.key()
+        bound = self.bound if self.bound is not None else (0,) * len(key)
+        tiers = self.after.tiers[1:]
+        return [
+            {
+                "class": "/".join(KIND_CLASSES[i // len(tiers)]),
+                "tier": tiers[i % len(tiers)],
+                "crossing": key[i],
+                "bound": bound[i],
+                "proven": proven,
+            }
+            for i, proven in enumerate(self.proven)
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: ``hosts`` (node rank = index), ``crossings`` per kind and tier before and
-        after, the baseline order, the winning method and the unused hosts."""
+        after, the baseline order, the winning method, the unused hosts and the ``optimality``
+        of the key (``exact``, ``optimal`` and the :meth:`certificate` of each entry)."""
         before, after = self.before.to_dict(), self.after.to_dict()
         return {
             "hosts": list(self.hosts),
@@ -140,6 +188,11 @@ class Arrangement:
                     for tier in before["tiers"]
                 }
                 for kind, row in after["crossing"].items()
+            },
+            "optimality": {
+                "exact": self.exact,
+                "optimal": self.optimal,
+                "key": self.certificate(),
             },
         }
 
@@ -201,6 +254,14 @@ def place(
             score = structure.score(searched, labels, names)
             if score.key() < best_score.key():
                 best_name, best, best_score = f"{name}, then swaps", searched, score
+    exact = not alloc.tiers or len(alloc.hosts) <= EXACT_HOSTS
+    if alloc.tiers and exact:
+        first = candidates[0][1]
+        spare = [h for h in range(len(alloc.hosts)) if h not in set(first)]
+        found = search([*first, *spare], labels, structure.weighted(), slots, best_score.key())
+        if found.order is not None:
+            best_name, best = "exact search", found.order
+            best_score = structure.score(best, labels, names)
     before_time = after_time = None
     if step_time is not None:
         if not callable(step_time):
@@ -225,6 +286,8 @@ def place(
         method=best_name,
         step_time_before=before_time,
         step_time_after=after_time,
+        exact=exact,
+        bound=key_bound(labels, structure.families(), len(KIND_CLASSES)),
     )
 
 
@@ -315,15 +378,19 @@ class _Structure:
 
     def weighted(self) -> list[WeightedSet]:
         """Every host set once, weighted per kind class by the groups it stands for."""
+        return [weighted for family in self.families() for weighted in family]
+
+    def families(self) -> list[list[WeightedSet]]:
+        """:meth:`weighted`'s host sets, one list per distinct kind (its sets are its groups')."""
         found = []
         for kind, sets in self.sets.items():
             weights = tuple(
                 sum(1 for k in group if k in self.first and self.first[k] == kind)
                 for group in KIND_CLASSES
             )
-            found += [
-                (tuple(sorted(hosts)), tuple(w * n for w in weights)) for hosts, n in sets.items()
-            ]
+            found.append(
+                [(tuple(sorted(hosts)), tuple(w * n for w in weights)) for hosts, n in sets.items()]
+            )
         return found
 
     def score(

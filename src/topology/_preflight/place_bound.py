@@ -1,4 +1,4 @@
-"""A lower bound on the groups that must cross a tier, whatever the host order (private).
+"""Lower bounds on the groups that must cross a tier, whatever the host order (private).
 
 It certifies :func:`~.place.place` where brute force cannot reach (64 hosts have 64! orders):
 when place's count equals the bound, no order does better.
@@ -16,6 +16,17 @@ sets are not disjoint or not of one size.
 ...                    [Tier("rack", nvlink=True)])
 >>> lower_bound(Topology(24, tp=8), alloc, "rack", ("tp",))
 1
+
+:func:`key_bound` bounds every entry of the crossing key (:meth:`Crossings.key`) the same way
+from the host sets :func:`~.place.place` searches, per kind class and tier, for any host sets:
+a set of more hosts than any domain holds always crosses; the disjoint sets of one kind that fit
+are bounded as above, by how many fit (the smallest first) in each domain; where a kind's sets
+share hosts, only those too large for every domain count. Where the tiers nest (every domain of
+an outer tier is a union of domains of the inner one), a group that crosses the outer tier
+crosses the inner one too, so the inner entry is at least the outer one.
+
+>>> key_bound([[0, 0, 0, 1, 1, 1]], [[((0, 1), (1,)), ((2, 3), (1,)), ((4, 5), (1,))]], 1)
+(1,)
 """
 
 from __future__ import annotations
@@ -26,8 +37,61 @@ from collections.abc import Sequence
 from .._megatron.topology import Topology
 from .allocation.model import Allocation
 from .crossings import distinct_kinds, slot_sets
+from .place_search import WeightedSet
 
-__all__ = ["lower_bound"]
+__all__ = ["key_bound", "lower_bound"]
+
+
+def key_bound(
+    labels: Sequence[Sequence[int]], families: Sequence[Sequence[WeightedSet]], classes: int
+) -> tuple[int, ...]:
+    """Per entry of the crossing key (``class * tiers + tier``), the fewest groups that cross on
+    any order of the hosts: ``labels[t][host]`` is a host's domain at tier ``t`` (an unknown one a
+    label of its own), ``families`` the slot sets of each distinct kind with their weights per
+    class, ``classes`` how many kind classes the key has."""
+    tiers = len(labels)
+    bound = [0] * (classes * tiers)
+    for t, row in enumerate(labels):
+        capacity = sorted(Counter(row).values(), reverse=True)
+        for family in families:
+            for c in range(classes):
+                weighted = [(slots, weights[c]) for slots, weights in family if weights[c]]
+                bound[c * tiers + t] += _family_bound(weighted, capacity)
+    for outer in range(tiers - 1, 0, -1):
+        for inner in range(outer):
+            if _nests(labels[inner], labels[outer]):
+                for c in range(classes):
+                    at = c * tiers
+                    bound[at + inner] = max(bound[at + inner], bound[at + outer])
+    return tuple(bound)
+
+
+def _family_bound(sets: Sequence[tuple[tuple[int, ...], int]], capacity: Sequence[int]) -> int:
+    """The least weight of ``sets`` (one kind's, of two or more slots) that crosses domains of
+    ``capacity`` hosts each (largest first)."""
+    largest = capacity[0] if capacity else 0
+    forced = sum(w for slots, w in sets if len(slots) > largest)
+    fitting = [(len(slots), w, slots) for slots, w in sets if len(slots) <= largest]
+    covered = sum(size for size, _, _ in fitting)
+    if not fitting or len({s for _, _, slots in fitting for s in slots}) != covered:
+        return forced
+    sizes = sorted(size for size, _, _ in fitting)
+    fit = 0
+    for room in capacity:
+        used = 0
+        for size in sizes:
+            if used + size > room:
+                break
+            used += size
+            fit += 1
+    heaviest = sorted((w for _, w, _ in fitting), reverse=True)
+    return forced + sum(heaviest[fit:])
+
+
+def _nests(inner: Sequence[int], outer: Sequence[int]) -> bool:
+    """True if hosts in one domain of ``inner`` always share their ``outer`` domain."""
+    seen: dict[int, int] = {}
+    return all(seen.setdefault(a, b) == b for a, b in zip(inner, outer, strict=True))
 
 
 def lower_bound(
