@@ -29,7 +29,6 @@ the launcher's own order on ties, so ``place`` never does worse than the launche
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,7 +38,6 @@ from .._args import show
 from .._errors import TopologyError
 from .._fields import instance, text, tuple_of
 from .._megatron.topology import Topology
-from .allocation.hostlist import natural_key
 from .allocation.model import LAUNCHER_ORDERS, Allocation
 from .allocation.rankmap import RankMap
 from .crossings import (
@@ -55,6 +53,7 @@ from .crossings import (
 )
 from .place_bound import key_bound
 from .place_exact import EXACT_HOSTS, search
+from .place_pack import Component, packings, tree
 from .place_search import WeightedSet, improve
 
 __all__ = ["Arrangement", "StepTime", "place"]
@@ -237,7 +236,7 @@ def place(
         hosts = alloc.ordered(other).hosts[:slots]
         candidates.append((other, tuple(index[h.name] for h in hosts)))
     if alloc.tiers:
-        candidates += _packings(alloc, labels, structure, slots)
+        candidates += packings(alloc, labels, structure.roots, slots)
     best_name, best = candidates[0]
     best_score = structure.score(best, labels, names)
     for name, candidate in candidates[1:]:
@@ -352,12 +351,6 @@ def _host_labels(alloc: Allocation) -> list[list[int]]:
 
 
 @attrs.frozen
-class _Component:
-    slots: tuple[int, ...]
-    children: tuple[_Component, ...]
-
-
-@attrs.frozen
 class _Structure:
     """The slot-level groups of a layout: host sets per distinct kind and the component tree."""
 
@@ -365,7 +358,7 @@ class _Structure:
     first: dict[str, str]
     sets: dict[str, HostSets]
     totals: dict[str, int]
-    root: _Component
+    roots: tuple[Component, ...]
 
     @classmethod
     def of(cls, topo: Topology, gpus: int, slots: int) -> _Structure:
@@ -373,8 +366,14 @@ class _Structure:
         first = distinct_kinds(topo, kinds)
         sets = {k: slot_sets(topo, k, gpus) for k in kinds if first[k] == k}
         totals = {k: len(topo.groups(k)) for k in kinds}
-        levels = [sets[first[k]] for k in sorted(kinds, key=lambda k: _rank(k, sets[first[k]]))]
-        return cls(kinds, first, sets, totals, _tree(slots, levels))
+        shares = {k: sum(1 for f in first.values() if f == first[k]) for k in kinds}
+        roots: list[Component] = []
+        for heavier in (False, True):
+            ranked = sorted(kinds, key=lambda k: _rank(k, sets[first[k]], shares[k], heavier))
+            root = tree(slots, [sets[first[k]] for k in ranked])
+            if root not in roots:
+                roots.append(root)
+        return cls(kinds, first, sets, totals, tuple(roots))
 
     def weighted(self) -> list[WeightedSet]:
         """Every host set once, weighted per kind class by the groups it stands for."""
@@ -407,119 +406,12 @@ class _Structure:
         )
 
 
-def _rank(kind: str, sets: HostSets) -> tuple[int, int]:
+def _rank(kind: str, sets: HostSets, share: int, heavier: bool) -> tuple[int, float, int]:
     """Tree levels go class by class, and inside a class the kinds of smaller host sets first
-    (their blocks nest inside the others')."""
+    (their blocks nest inside the others'); with ``heavier``, the kinds whose host sets stand
+    for the most groups first (dp, when edp repeats its groups, before pp); ``share`` kinds
+    have these groups."""
     level = next(i for i, group in enumerate(KIND_CLASSES) if kind in group)
-    return level, max((len(hosts) for hosts in sets), default=0)
-
-
-def _tree(slots: int, levels: Sequence[HostSets]) -> _Component:
-    """The nested components the kinds' host sets join slots into, finest level first."""
-    parent = list(range(slots))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    nodes: dict[int, _Component] = {s: _Component((s,), ()) for s in range(slots)}
-    for sets in levels:
-        for members in sets:
-            it = iter(members)
-            head = find(next(it))
-            for other in it:
-                root = find(other)
-                if root != head:
-                    parent[root] = head
-        merged: dict[int, list[_Component]] = {}
-        for component in nodes.values():
-            merged.setdefault(find(component.slots[0]), []).append(component)
-        if len(merged) == len(nodes):
-            continue
-        nodes = {
-            root: parts[0] if len(parts) == 1 else _joined(parts) for root, parts in merged.items()
-        }
-    top = list(nodes.values())
-    return top[0] if len(top) == 1 else _joined(top)
-
-
-def _joined(parts: list[_Component]) -> _Component:
-    ordered = sorted(parts, key=lambda c: c.slots[0])
-    return _Component(tuple(sorted(s for c in ordered for s in c.slots)), tuple(ordered))
-
-
-_Chooser = Callable[[list[int], int], int | None]
-
-
-def _first_fit(free: list[int], need: int) -> int | None:
-    return next((p for p, room in enumerate(free) if room >= need), None)
-
-
-def _best_fit(free: list[int], need: int) -> int | None:
-    fitting = [(room, p) for p, room in enumerate(free) if room >= need]
-    return min(fitting)[1] if fitting else None
-
-
-def _pools(alloc: Allocation, labels: list[list[int]], hosts: Sequence[int]) -> list[list[int]]:
-    """The hosts grouped by domain path (every tier), in natural order of outer domain names."""
-    pools: dict[tuple[int, ...], list[int]] = {}
-    for h in hosts:
-        pools.setdefault(tuple(row[h] for row in labels), []).append(h)
-
-    def path(pool: list[int]) -> tuple[Any, ...]:
-        host = alloc.hosts[pool[0]]
-        return tuple(natural_key(d or "") for d in reversed(host.domains))
-
-    for pool in pools.values():
-        pool.sort(key=lambda h: natural_key(alloc.hosts[h].name))
-    return sorted(pools.values(), key=path)
-
-
-def _pack(
-    root: _Component, pools: list[list[int]], slots: int, choose: _Chooser
-) -> tuple[int, ...]:
-    free = [len(pool) for pool in pools]
-    used = [0] * len(pools)
-    result = [-1] * slots
-
-    def put(component: _Component) -> None:
-        pool = choose(free, len(component.slots))
-        if pool is not None:
-            start = used[pool]
-            for slot, host in zip(component.slots, pools[pool][start:], strict=False):
-                result[slot] = host
-            used[pool] += len(component.slots)
-            free[pool] -= len(component.slots)
-            return
-        for child in sorted(component.children, key=lambda c: -len(c.slots)):
-            put(child)
-
-    put(root)
-    return tuple(result)
-
-
-def _packings(
-    alloc: Allocation, labels: list[list[int]], structure: _Structure, slots: int
-) -> list[tuple[str, tuple[int, ...]]]:
-    everyone = range(len(alloc.hosts))
-    confined: list[tuple[str, Sequence[int]]] = [("", everyone)]
-    for tier in range(len(alloc.tiers)):
-        sizes = Counter(labels[tier])
-        holding = [(n, d) for d, n in sizes.items() if n >= slots]
-        if holding:
-            domain = min(holding)[1]
-            members = [h for h in everyone if labels[tier][h] == domain]
-            confined.append((f" in one {alloc.tiers[tier].name}", members))
-    found = []
-    for suffix, hosts in confined:
-        grouped = _pools(alloc, labels, hosts)
-        largest = sorted(grouped, key=len, reverse=True)
-        for name, pools, choose in (
-            ("packed", grouped, _first_fit),
-            ("packed largest first", largest, _first_fit),
-            ("packed best fit", grouped, _best_fit),
-        ):
-            found.append((name + suffix, _pack(structure.root, pools, slots, choose)))
-    return found
+    size = max((len(hosts) for hosts in sets), default=0)
+    weight = sum(sets.values()) / len(sets) * share if heavier and sets else 0.0
+    return level, -weight, size
