@@ -21,12 +21,18 @@ sets are not disjoint or not of one size.
 from the host sets :func:`~.place.place` searches, per kind class and tier, for any host sets:
 a set of more hosts than any domain holds always crosses; the disjoint sets of one kind that fit
 are bounded as above, by how many fit (the smallest first) in each domain; where a kind's sets
-share hosts, only those too large for every domain count. Where the tiers nest (every domain of
-an outer tier is a union of domains of the inner one), a group that crosses the outer tier
-crosses the inner one too, so the inner entry is at least the outer one.
+share hosts, only those too large for every domain count. Kinds of one class add up, except
+kinds that exclude each other: when every host set of one meets every host set of the other
+and no domain holds the union of any two, a kept set of one and a kept set of the other would
+share a host, so a domain, which would hold their union; so at most one of them keeps any
+set (rows and columns of a grid: dp blocks and pp columns on racks smaller than a row and a
+column together). The most weight kept is taken over the kinds that exclude none of each other.
 
 >>> key_bound([[0, 0, 0, 1, 1, 1]], [[((0, 1), (1,)), ((2, 3), (1,)), ((4, 5), (1,))]], 1)
 (1,)
+>>> rows, columns = [((0, 1), (1,)), ((2, 3), (1,))], [((0, 2), (1,)), ((1, 3), (1,))]
+>>> key_bound([[0, 0, 1, 1]], [rows, columns], 1)  # a row and a column need 3 > 2 hosts
+(2,)
 """
 
 from __future__ import annotations
@@ -53,28 +59,60 @@ def key_bound(
     bound = [0] * (classes * tiers)
     for t, row in enumerate(labels):
         capacity = sorted(Counter(row).values(), reverse=True)
-        for family in families:
-            for c in range(classes):
-                weighted = [(slots, weights[c]) for slots, weights in family if weights[c]]
-                bound[c * tiers + t] += _family_bound(weighted, capacity)
-    for outer in range(tiers - 1, 0, -1):
-        for inner in range(outer):
-            if _nests(labels[inner], labels[outer]):
-                for c in range(classes):
-                    at = c * tiers
-                    bound[at + inner] = max(bound[at + inner], bound[at + outer])
+        for c in range(classes):
+            weighted = [
+                [(slots, weights[c]) for slots, weights in family if weights[c]]
+                for family in families
+            ]
+            weighted = [family for family in weighted if family]
+            total = sum(w for family in weighted for _, w in family)
+            bound[c * tiers + t] = total - _kept(weighted, capacity)
     return tuple(bound)
 
 
-def _family_bound(sets: Sequence[tuple[tuple[int, ...], int]], capacity: Sequence[int]) -> int:
-    """The least weight of ``sets`` (one kind's, of two or more slots) that crosses domains of
-    ``capacity`` hosts each (largest first)."""
+_PAIRS = 20_000
+"""The most pairs of host sets compared to find two kinds that exclude each other."""
+
+
+def _kept(
+    families: Sequence[Sequence[tuple[tuple[int, ...], int]]], capacity: Sequence[int]
+) -> int:
+    """The most weight of ``families`` (each one kind's sets) that can stay inside domains of
+    ``capacity`` hosts each (largest first): per kind by :func:`_family_kept`; two kinds whose
+    sets all meet and never fit one domain together (a host set of one and one of the other
+    sharing a host must share its domain) cannot both keep a set, so the most over the sets
+    of kinds that exclude no other in the set is taken."""
     largest = capacity[0] if capacity else 0
-    forced = sum(w for slots, w in sets if len(slots) > largest)
+    kept = [_family_kept(family, capacity) for family in families]
+    fitting = [[set(slots) for slots, _ in family if len(slots) <= largest] for family in families]
+    excludes = [
+        [
+            i != j
+            and bool(fitting[i])
+            and bool(fitting[j])
+            and len(fitting[i]) * len(fitting[j]) <= _PAIRS
+            and all(a & b and len(a | b) > largest for a in fitting[i] for b in fitting[j])
+            for j in range(len(families))
+        ]
+        for i in range(len(families))
+    ]
+    best = 0
+    for chosen in range(1 << len(families)):
+        members = [i for i in range(len(families)) if chosen >> i & 1]
+        if not any(excludes[i][j] for i in members for j in members):
+            best = max(best, sum(kept[i] for i in members))
+    return best
+
+
+def _family_kept(sets: Sequence[tuple[tuple[int, ...], int]], capacity: Sequence[int]) -> int:
+    """The most weight of ``sets`` (one kind's, of two or more slots) that can stay inside
+    domains of ``capacity`` hosts each (largest first): disjoint sets, as many as fit each
+    domain, smallest first, the heaviest; else every set that fits the largest domain."""
+    largest = capacity[0] if capacity else 0
     fitting = [(len(slots), w, slots) for slots, w in sets if len(slots) <= largest]
     covered = sum(size for size, _, _ in fitting)
-    if not fitting or len({s for _, _, slots in fitting for s in slots}) != covered:
-        return forced
+    if len({s for _, _, slots in fitting for s in slots}) != covered:
+        return sum(w for _, w, _ in fitting)
     sizes = sorted(size for size, _, _ in fitting)
     fit = 0
     for room in capacity:
@@ -85,13 +123,7 @@ def _family_bound(sets: Sequence[tuple[tuple[int, ...], int]], capacity: Sequenc
             used += size
             fit += 1
     heaviest = sorted((w for _, w, _ in fitting), reverse=True)
-    return forced + sum(heaviest[fit:])
-
-
-def _nests(inner: Sequence[int], outer: Sequence[int]) -> bool:
-    """True if hosts in one domain of ``inner`` always share their ``outer`` domain."""
-    seen: dict[int, int] = {}
-    return all(seen.setdefault(a, b) == b for a, b in zip(inner, outer, strict=True))
+    return sum(heaviest[:fit])
 
 
 def lower_bound(
