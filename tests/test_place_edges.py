@@ -150,12 +150,13 @@ def test_an_entry_above_its_bound_is_not_proven() -> None:
 
 
 def test_an_exact_search_proves_every_entry_whatever_the_bound() -> None:
-    """tp8 dp2 on four 4-GPU hosts in racks a, b, a, b: keeping both tp pairs inside racks puts
-    every dp pair (8 dp, 8 edp groups) across them; an order could keep the dp pairs inside
-    instead (bound 0), but only by letting tp cross, so 16 is the least given tp's 0, and the
-    exact search (4 hosts) proves every entry in that lexicographic sense."""
-    found = place(Topology(16, tp=8), _racks("abab"))
-    assert (found.after.key(), found.bound) == ((0, 0, 16), (0, 0, 0))
+    """dp3 pp2 on three 2-GPU hosts in racks a, a, b: the dp groups (and edp, the same) run on
+    slots {0, 1} and {1, 2}, the pp groups on {0, 1}, {0, 2} and {1, 2}, host sets that share
+    hosts, so the bound counts only those no rack holds: none (0). Rack b's host on slot 0 or 2
+    makes one dp set (2 groups) and 2 pp groups cross, on slot 1 both dp sets: 4 is least, and
+    the exact search (3 hosts) proves it."""
+    found = place(Topology(6, pp=2), _racks("aab", gpus=2))
+    assert (found.after.key(), found.bound) == ((0, 0, 4), (0, 0, 0))
     assert found.exact and found.optimal
     assert found.proven == (True, True, True)
 
@@ -168,6 +169,19 @@ def test_a_bound_above_the_key_or_of_the_wrong_length_is_refused() -> None:
         attrs.evolve(found, bound=(0, 0, key[2] + 1))
     with pytest.raises(TopologyError, match=r"got \(0, 0\); pass None for no bound$"):
         attrs.evolve(found, bound=(0, 0))
+
+
+def test_groups_kept_inside_by_an_earlier_class_glue_the_later_sets() -> None:
+    """Eight slots in racks of 4: tp pairs {0, 1}, {2, 3}, {4, 5}, {6, 7} and dp sets {0, 2, 4,
+    6}, {1, 3, 5, 7}. Alone, each dp set fits a rack (bound 0); on orders that keep every tp
+    pair inside a rack (tp's entry 0), a dp set inside a rack would pull in every pair it
+    touches, all 8 slots, so both dp sets cross (bound 2)."""
+    tp = [((0, 1), (1, 0)), ((2, 3), (1, 0)), ((4, 5), (1, 0)), ((6, 7), (1, 0))]
+    dp = [((0, 2, 4, 6), (0, 1)), ((1, 3, 5, 7), (0, 1))]
+    racks = [[0, 0, 0, 0, 1, 1, 1, 1]]
+    assert key_bound(racks, [tp, dp], 2) == (0, 0)
+    assert key_bound(racks, [tp, dp], 2, (0, 2)) == (0, 2)
+    assert key_bound(racks, [tp, dp], 2, (1, 0)) == (0, 0)
 
 
 def test_kinds_that_share_hosts_bound_only_what_no_domain_holds() -> None:

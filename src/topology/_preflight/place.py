@@ -14,9 +14,19 @@ first domain with room for it, else its children are packed one by one, largest 
 component sizes divide each other, as they do for any grid, this keeps the most components of
 every level whole (a component placed whole costs its domain exactly its size, so it never
 spoils a finer level). Several packings (domains in name order within their outer domains,
-largest first, best fit; confined to one outer domain when one holds the job) and the launcher
+largest first, best fit, tier by tier; confined to one outer domain when one holds the job;
+two component trees, :mod:`.place_pack`), the swaps of :mod:`.place_search` and the launcher
 orders themselves are scored with :func:`~.crossings.crossing_row`; the lowest score wins,
 the launcher's own order on ties, so ``place`` never does worse than the launcher.
+
+Exact where it says so: on allocations of up to :data:`~.place_exact.EXACT_HOSTS` (8) hosts,
+a branch and bound over host orders (:mod:`.place_exact`) then proves the least key, every
+class and tier, and replaces the winner only by a strictly better order (at most 109,600
+nodes, well under a second). Beyond 8 hosts the heuristics stand, and
+:func:`~.place_bound.key_bound` bounds each entry of the key from below:
+:attr:`Arrangement.proven` says which entries the bound proves, :attr:`Arrangement.optimal`
+whether all are (the 64-host fat tree of ``benchmarks/bench_place.py``: its dense layout is
+proven optimal, the MoE one through its ep/cp entries).
 
 >>> from topology import Allocation, Host, Tier, Topology
 >>> racks = {"n1": "r1", "n2": "r2", "n3": "r1", "n4": "r2"}
@@ -81,7 +91,11 @@ class Arrangement:
     the crossings of the launcher's ``baseline`` order, ``after`` those of ``hosts``;
     ``method`` names the candidate that won (a launcher order when nothing beats it).
     ``step_time_before``/``step_time_after`` are the predicted step times of the two orders
-    when :func:`place` was given ``step_time``.
+    when :func:`place` was given ``step_time``. ``exact`` is True when an exact search proved
+    that no host order has a smaller ``after.key()`` (allocations of up to 8 hosts, or without
+    tiers); ``bound`` holds, per entry of ``after.key()``, a lower bound on that entry over the
+    orders that cross no group of an earlier class where ``hosts`` crosses none (None: no
+    bound, as 0).
     """
 
     topology: Topology = attrs.field(validator=instance(Topology))
@@ -117,9 +131,9 @@ class Arrangement:
 
     @property
     def proven(self) -> tuple[bool, ...]:
-        """Per entry of ``after.key()``, True when no host order does better there: every entry
-        when :attr:`exact` (no order with the same earlier entries crosses fewer groups at this
-        one), else the entries that equal their :attr:`bound` (no order at all crosses fewer)."""
+        """Per entry of ``after.key()``, True when no host order with the same earlier entries
+        crosses fewer groups there (the lexicographic sense ``place`` minimises in): every entry
+        when :attr:`exact`, else the entries that equal their :attr:`bound`."""
         key = self.after.key()
         bound = self.bound if self.bound is not None else (0,) * len(key)
         return tuple(self.exact or k == b for k, b in zip(key, bound, strict=True))
@@ -215,7 +229,9 @@ def place(
             :mod:`topology.cost`.
 
     Returns:
-        An :class:`Arrangement`; ``hosts`` crosses no more groups than ``order`` does.
+        An :class:`Arrangement`; ``hosts`` crosses no more groups than ``order`` does, and no
+        host order has a smaller crossing key on allocations of up to 8 hosts (``exact``);
+        beyond, ``proven`` says which entries of the key a lower bound proves least.
 
     Raises:
         TopologyError: wrong types, a ``rank_offset``, hosts with different GPU counts, or
@@ -286,7 +302,7 @@ def place(
         step_time_before=before_time,
         step_time_after=after_time,
         exact=exact,
-        bound=key_bound(labels, structure.families(), len(KIND_CLASSES)),
+        bound=key_bound(labels, structure.families(), len(KIND_CLASSES), best_score.key()),
     )
 
 

@@ -27,6 +27,9 @@ and no domain holds the union of any two, a kept set of one and a kept set of th
 share a host, so a domain, which would hold their union; so at most one of them keeps any
 set (rows and columns of a grid: dp blocks and pp columns on racks smaller than a row and a
 column together). The most weight kept is taken over the kinds that exclude none of each other.
+Given the key ``place`` reached, an entry is bounded over the orders that keep inside, as it
+does, every group of an earlier class on that tier (the lexicographic sense ``place``
+minimises in): a set stays inside only with all the slots those groups join to it.
 
 >>> key_bound([[0, 0, 0, 1, 1, 1]], [[((0, 1), (1,)), ((2, 3), (1,)), ((4, 5), (1,))]], 1)
 (1,)
@@ -49,25 +52,77 @@ __all__ = ["key_bound", "lower_bound"]
 
 
 def key_bound(
-    labels: Sequence[Sequence[int]], families: Sequence[Sequence[WeightedSet]], classes: int
+    labels: Sequence[Sequence[int]],
+    families: Sequence[Sequence[WeightedSet]],
+    classes: int,
+    key: Sequence[int] | None = None,
 ) -> tuple[int, ...]:
     """Per entry of the crossing key (``class * tiers + tier``), the fewest groups that cross on
     any order of the hosts: ``labels[t][host]`` is a host's domain at tier ``t`` (an unknown one a
     label of its own), ``families`` the slot sets of each distinct kind with their weights per
-    class, ``classes`` how many kind classes the key has."""
+    class, ``classes`` how many kind classes the key has.
+
+    With ``key`` (a key reached), each entry is bounded over the orders whose earlier entries
+    are 0 where ``key``'s are: there every host set of an earlier class stays inside a domain of
+    the tier, so a later set stays inside only with every slot those sets join to its own
+    (the sets are glued, and a set counts with the slots it is glued to).
+    """
     tiers = len(labels)
     bound = [0] * (classes * tiers)
     for t, row in enumerate(labels):
         capacity = sorted(Counter(row).values(), reverse=True)
+        glue = _Glue()
         for c in range(classes):
             weighted = [
-                [(slots, weights[c]) for slots, weights in family if weights[c]]
+                [(glue.spread(slots), weights[c]) for slots, weights in family if weights[c]]
                 for family in families
             ]
             weighted = [family for family in weighted if family]
             total = sum(w for family in weighted for _, w in family)
             bound[c * tiers + t] = total - _kept(weighted, capacity)
+            if key is not None and key[c * tiers + t] == 0:
+                for family in families:
+                    for slots, weights in family:
+                        if weights[c]:
+                            glue.join(slots)
     return tuple(bound)
+
+
+class _Glue:
+    """Slots joined by host sets that stay inside one domain (union-find)."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+        self.members: dict[int, list[int]] = {}
+
+    def find(self, slot: int) -> int:
+        parent = self.parent
+        root = slot
+        while parent.get(root, root) != root:
+            root = parent[root]
+        while parent.get(slot, slot) != root:
+            parent[slot], slot = root, parent[slot]
+        return root
+
+    def join(self, slots: Sequence[int]) -> None:
+        """Glue ``slots`` together (the smaller component into the larger)."""
+        head = self.find(slots[0])
+        for slot in slots[1:]:
+            root = self.find(slot)
+            if root == head:
+                continue
+            big, small = (head, root)
+            if len(self.members.get(big, [big])) < len(self.members.get(small, [small])):
+                big, small = small, big
+            self.members.setdefault(big, [big]).extend(self.members.pop(small, [small]))
+            self.parent[small] = head = big
+
+    def spread(self, slots: tuple[int, ...]) -> tuple[int, ...]:
+        """``slots`` and every slot glued to one of them, ascending."""
+        if not self.parent:
+            return slots
+        roots = {self.find(s) for s in slots}
+        return tuple(sorted(s for root in roots for s in self.members.get(root, [root])))
 
 
 _PAIRS = 20_000
