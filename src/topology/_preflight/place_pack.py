@@ -147,43 +147,62 @@ def pack_by_tier(
     labels: Sequence[Sequence[int]],
     slots: int,
     choose: Chooser,
-) -> tuple[int, ...]:
+) -> tuple[int, ...] | None:
     """Slot -> host: each component whole into a domain of the innermost tier that has room
-    for it (``labels[t][host]``), its children inside that domain; else its children."""
-    free = [len(pool) for pool in pools]
+    for it (``labels[t][host]``), its children inside that domain; else its children. None
+    when the tiers do not nest (a pool's domain at one tier must fix its domain at the next)."""
+    tiers = len(labels)
+    # owner[t][p]: the index of pool p's domain at tier t (tier 0: the pool itself).
+    owner: list[list[int]] = [list(range(len(pools)))]
+    for row in labels[1:]:
+        ids: dict[int, int] = {}
+        owner.append([ids.setdefault(row[pool[0]], len(ids)) for pool in pools])
+    outer: dict[tuple[int, int], int] = {}
+    for t in range(tiers - 1):
+        for p in range(len(pools)):
+            if outer.setdefault((t, owner[t][p]), owner[t + 1][p]) != owner[t + 1][p]:
+                return None
+    free = [[0] * (max(row) + 1) for row in owner]
+    for p, pool in enumerate(pools):
+        for t in range(tiers):
+            free[t][owner[t][p]] += len(pool)
+    # inside[(t, T, D)]: the tier-t domains in the tier-T domain D, in pool order (T = tiers:
+    # the whole allocation, D = 0).
+    inside: dict[tuple[int, int, int], list[int]] = {}
+    seen: set[tuple[int, int, int, int]] = set()
+    for p in range(len(pools)):
+        for big in range(1, tiers + 1):
+            domain = owner[big][p] if big < tiers else 0
+            for t in range(big):
+                if (t, big, domain, owner[t][p]) not in seen:
+                    seen.add((t, big, domain, owner[t][p]))
+                    inside.setdefault((t, big, domain), []).append(owner[t][p])
     used = [0] * len(pools)
     result = [-1] * slots
-    # Per tier above the pools, the pools of each domain, in order of their first pool.
-    levels: list[list[list[int]]] = [[[p] for p in range(len(pools))]]
-    for row in labels[1:]:
-        domains: dict[int, list[int]] = {}
-        for p, pool in enumerate(pools):
-            domains.setdefault(row[pool[0]], []).append(p)
-        levels.append(list(domains.values()))
 
-    def put(component: Component, scope: set[int]) -> None:
+    def put(component: Component, big: int, domain: int) -> None:
         need = len(component.slots)
-        for level in levels:
-            within = [members for members in level if scope.issuperset(members)]
-            chosen = choose([sum(free[p] for p in members) for members in within], need)
+        for t in range(big):
+            candidates = inside[t, big, domain]
+            chosen = choose([free[t][d] for d in candidates], need)
             if chosen is None:
                 continue
-            members = within[chosen]
-            if len(members) == 1:
-                pool = members[0]
-                start = used[pool]
-                for slot, host in zip(component.slots, pools[pool][start:], strict=False):
-                    result[slot] = host
-                used[pool] += need
-                free[pool] -= need
-            else:
+            target = candidates[chosen]
+            if t:
                 for child in sorted(component.children, key=lambda c: -len(c.slots)):
-                    put(child, set(members))
+                    put(child, t, target)
+                return
+            start = used[target]
+            for slot, host in zip(component.slots, pools[target][start:], strict=False):
+                result[slot] = host
+            used[target] += need
+            for level in range(tiers):
+                free[level][owner[level][target]] -= need
             return
         for child in sorted(component.children, key=lambda c: -len(c.slots)):
-            put(child, scope)
+            put(child, big, domain)
 
-    put(root, set(range(len(pools))))
+    put(root, tiers, 0)
     return tuple(result)
 
 
@@ -217,5 +236,6 @@ def packings(
             if len(alloc.tiers) > 1:
                 for name, choose in (("", first_fit), (" best fit", best_fit)):
                     order = pack_by_tier(root, grouped, labels, slots, choose)
-                    found.append((f"{prefix} tier by tier{name}{suffix}", order))
+                    if order is not None:
+                        found.append((f"{prefix} tier by tier{name}{suffix}", order))
     return found
