@@ -211,7 +211,7 @@ def packings(
 ) -> list[tuple[str, tuple[int, ...]]]:
     """Every packing of every tree, named: over all hosts and confined to the first domain of
     each tier that holds the job; by domain path (first fit, largest first, best fit) and tier
-    by tier (first fit, best fit), the second tree's named ``by weight``."""
+    by tier (first fit; nested tiers only), the second tree's named ``by weight``."""
     everyone = range(len(alloc.hosts))
     confined: list[tuple[str, Sequence[int]]] = [("", everyone)]
     for tier in range(len(alloc.tiers)):
@@ -234,8 +234,7 @@ def packings(
             ):
                 found.append((prefix + name + suffix, pack(root, domains, slots, choose)))
             if len(alloc.tiers) > 1:
-                for name, choose in (("", first_fit), (" best fit", best_fit)):
-                    order = pack_by_tier(root, grouped, labels, slots, choose)
-                    if order is not None:
-                        found.append((f"{prefix} tier by tier{name}{suffix}", order))
+                order = pack_by_tier(root, grouped, labels, slots, first_fit)
+                if order is not None:
+                    found.append((f"{prefix} tier by tier{suffix}", order))
     return found
