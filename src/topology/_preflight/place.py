@@ -238,6 +238,8 @@ def place(
             fewer GPUs than ranks.
     """
     topo, alloc = _checked(topology, allocation, order)
+    if step_time is not None and not callable(step_time):
+        raise TopologyError(f"step_time must be a callable taking a RankMap, got {show(step_time)}")
     gpus = alloc.hosts[0].gpus
     slots = math.ceil(topo.world_size / gpus)
     names = (NODE_TIER, *(t.name for t in alloc.tiers))
@@ -271,18 +273,14 @@ def place(
                 best_name, best, best_score = f"{name}, then swaps", searched, score
     exact = not alloc.tiers or len(alloc.hosts) <= EXACT_HOSTS
     if alloc.tiers and exact:
-        first = candidates[0][1]
-        spare = [h for h in range(len(alloc.hosts)) if h not in set(first)]
-        found = search([*first, *spare], labels, structure.weighted(), slots, best_score.key())
+        launched = candidates[0][1]  # its hosts first: a type's hosts are taken in this order
+        spare = [h for h in range(len(alloc.hosts)) if h not in launched]
+        found = search([*launched, *spare], labels, structure.weighted(), slots, best_score.key())
         if found.order is not None:
             best_name, best = "exact search", found.order
             best_score = structure.score(best, labels, names)
     before_time = after_time = None
     if step_time is not None:
-        if not callable(step_time):
-            raise TopologyError(
-                f"step_time must be a callable taking a RankMap, got {show(step_time)}"
-            )
         price = _pricer(step_time, alloc, topo.world_size)
         ties = [
             (name, c) for name, c in candidates if structure.score(c, labels, names) == best_score
