@@ -266,3 +266,11 @@ def test_an_infinite_step_time_is_refused_and_shown() -> None:
     """inf is no finite number of seconds; the message shows the value returned."""
     with pytest.raises(TopologyError, match=r"finite number of seconds >= 0, got inf$"):
         place(Topology(4, tp=2), _racks("ab", gpus=2), step_time=lambda m: math.inf)
+
+
+def test_a_step_time_that_is_not_callable_is_refused_before_placing() -> None:
+    """step_time must be a callable; the message shows what was given."""
+    with pytest.raises(
+        TopologyError, match=r"^step_time must be a callable taking a RankMap, got 3"
+    ):
+        place(Topology(4, tp=2), _racks("ab", gpus=2), step_time=3)  # type: ignore[arg-type]
