@@ -17,7 +17,8 @@ tier first) of the listed order, torchrun's lexicographic order, natural order a
 "bound" is :attr:`Arrangement.bound`, a lower bound on each entry of the key (over the orders
 that cross no group of an earlier class where place crosses none); "proven" marks the entries
 that meet it (``+``) or not (``-``), "optimal" whether all do (then no host order has a smaller
-key). 64 hosts are past the exact search (8 hosts), so these are the bound's certificates.
+key). These 64-host jobs are past the exact search (8 hosts, or few host types and slots), so
+these are the bound's certificates.
 Issue 22 reported place at MoE ep/cp 10 and dense pp/dp/edp 168 outer-tier crossings on the
 fat tree, and an exact solver at 6 and 128.
 

@@ -1,4 +1,5 @@
-"""place() is exact up to 8 hosts: its key equals a brute-force minimum over every host order.
+"""place() is exact up to 8 hosts (and past them with few host types and slots): its key equals
+a brute-force minimum over every host order.
 
 The reference shares no code with ``place``: it tries every ordered choice of hosts (hosts in
 the same domains at every tier are interchangeable, so every distinct sequence of domains),
@@ -16,6 +17,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from collections.abc import Iterable, Sequence
 
 import pytest
 
@@ -24,6 +26,8 @@ from topology import Allocation, Host, Tier, Topology, TopologyError, crossings,
 CLASSES = (("tp", "etp"), ("ep", "cp"), ("pp", "dp", "edp"))
 ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-dp", "tp-dp-pp", "dp-tp-pp", "pp-tp-dp")
 CASES = 200
+Key = tuple[int, ...]
+Domains = tuple[str, ...]
 
 
 def _divisors(n: int) -> list[int]:
@@ -74,11 +78,9 @@ def _case(seed: int) -> tuple[Topology, Allocation, str]:
     return _topology(rng, world), alloc, rng.choice(["listed", "lexicographic", "natural"])
 
 
-def _brute_force(topo: Topology, alloc: Allocation) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The least key over every ordered choice of the hosts the job needs, and the least value
-    of each entry on its own."""
+def _keys(topo: Topology, alloc: Allocation, sequences: Iterable[Sequence[Domains]]) -> set[Key]:
+    """The keys of ``sequences`` (per slot, the domains of the host that runs it)."""
     gpus = alloc.hosts[0].gpus
-    slots = -(-topo.world_size // gpus)
     tiers = len(alloc.tiers)
     weight: Counter[tuple[int, tuple[int, ...]]] = Counter()  # (class, slots) -> groups
     for c, kinds in enumerate(CLASSES):
@@ -86,10 +88,6 @@ def _brute_force(topo: Topology, alloc: Allocation) -> tuple[tuple[int, ...], tu
             if kind in topo.kinds:
                 for group in topo.groups(kind):
                     weight[c, tuple(sorted({r // gpus for r in group}))] += 1
-    domains = [
-        tuple(d if d is not None else f"unknown {i}" for d in host.domains)
-        for i, host in enumerate(alloc.hosts)
-    ]
     per_tier: dict[tuple[str, ...], list[int]] = {}  # one tier's domain sequence -> per class
 
     def crossing(labels: tuple[str, ...]) -> list[int]:
@@ -102,13 +100,42 @@ def _brute_force(topo: Topology, alloc: Allocation) -> tuple[tuple[int, ...], tu
         return per_tier[labels]
 
     keys = set()
-    for sequence in set(itertools.permutations(domains, slots)):
+    for sequence in sequences:
         rows = [crossing(tuple(host[t] for host in sequence)) for t in range(tiers)]
         keys.add(tuple(rows[t][c] for c in range(len(CLASSES)) for t in range(tiers)))
     return keys
 
 
-def _least_given_zeros(keys: set[tuple[int, ...]], zeros: tuple[int, ...]) -> tuple[int, ...]:
+def _domains(alloc: Allocation) -> list[Domains]:
+    """Each host's domains, an unknown one named after the host (it shares it with none)."""
+    return [
+        tuple(d if d is not None else f"unknown {i}" for d in host.domains)
+        for i, host in enumerate(alloc.hosts)
+    ]
+
+
+def _slots(topo: Topology, alloc: Allocation) -> int:
+    return -(-topo.world_size // alloc.hosts[0].gpus)
+
+
+def _brute_force(topo: Topology, alloc: Allocation) -> set[Key]:
+    """The keys of every ordered choice of the hosts the job needs."""
+    orders = itertools.permutations(_domains(alloc), _slots(topo, alloc))
+    return _keys(topo, alloc, set(orders))
+
+
+def _brute_force_by_domains(topo: Topology, alloc: Allocation) -> set[Key]:
+    """The keys of every sequence of host domains the hosts allow (each sequence once)."""
+    capacity = Counter(_domains(alloc))
+    sequences = (
+        sequence
+        for sequence in itertools.product(sorted(capacity), repeat=_slots(topo, alloc))
+        if not Counter(sequence) - capacity
+    )
+    return _keys(topo, alloc, sequences)
+
+
+def _least_given_zeros(keys: set[Key], zeros: Key) -> Key:
     """Per entry, its least value over the keys that are 0 before it wherever ``zeros`` is."""
     return tuple(
         min(k[i] for k in keys if all(k[j] == 0 for j in range(i) if zeros[j] == 0))
@@ -131,3 +158,27 @@ def test_place_equals_the_brute_force_minimum(seed: int) -> None:
     assert all(b <= e for b, e in zip(found.bound, least, strict=True))
     assert crossings(topo, found.rank_map()) == found.after
     assert found.after.key() <= found.before.key()
+
+
+def _larger_case(seed: int) -> tuple[Topology, Allocation]:
+    """9 to 24 hosts in at most 6 distinct domain pairs (3 racks, 2 NVLink domains drawn
+    apart), a job of 2 to 5 hosts: few types, so the search stays affordable."""
+    rng = random.Random(1000 + seed)
+    gpus = rng.choice([1, 2, 4])
+    hosts = [
+        Host(f"n{i}", gpus, (rng.choice(["d0", "d1"]), rng.choice(["r0", "r1", "r2"])))
+        for i in range(rng.randint(9, 24))
+    ]
+    slots = rng.randint(2, 5)
+    world = rng.randint((slots - 1) * gpus + 1, slots * gpus)
+    return _topology(rng, world), Allocation(hosts, [Tier("nvl", nvlink=True), Tier("rack")])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_place_is_exact_past_8_hosts_where_the_search_is_affordable(seed: int) -> None:
+    """More than 8 hosts but few host types and slots: place runs the exact search, says so,
+    and its key is the least over every sequence of host domains."""
+    topo, alloc = _larger_case(seed)
+    found = place(topo, alloc)
+    assert found.exact
+    assert found.after.key() == min(_brute_force_by_domains(topo, alloc))

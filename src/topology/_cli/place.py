@@ -68,7 +68,8 @@ def register(subparsers: Any) -> None:
         "possible cross a tier: tp/etp first, then ep and cp, then pp and dp. Prints the order, "
         "the groups that cross each tier before (the launcher's order, or --host-order) and "
         "after, and the hosts left unused. Never worse than the launcher's order; optimal on "
-        "allocations of up to 8 hosts (exact search), and beyond it says which entries of the "
+        "allocations of up to 8 hosts and where few host types make it cheap (exact search); "
+        "elsewhere it says which entries of the "
         "crossing vector a lower bound proves optimal.",
     )
     add_layout_arguments(parser)

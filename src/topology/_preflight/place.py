@@ -19,10 +19,11 @@ two component trees, :mod:`.place_pack`), the swaps of :mod:`.place_search` and 
 orders themselves are scored with :func:`~.crossings.crossing_row`; the lowest score wins,
 the launcher's own order on ties, so ``place`` never does worse than the launcher.
 
-Exact where it says so: on allocations of up to :data:`~.place_exact.EXACT_HOSTS` (8) hosts,
-a branch and bound over host orders (:mod:`.place_exact`) then proves the least key, every
-class and tier, and replaces the winner only by a strictly better order (at most 109,600
-nodes, well under a second). Beyond 8 hosts the heuristics stand, and
+Exact where it says so: on every allocation of up to :data:`~.place_exact.EXACT_HOSTS` (8)
+hosts, and on larger ones whose host types and slots are few enough
+(:func:`~.place_exact.affordable`: at most 109,600 nodes, well under a second), a branch and
+bound over host orders (:mod:`.place_exact`) then proves the least key, every class and tier,
+and replaces the winner only by a strictly better order. Elsewhere the heuristics stand, and
 :func:`~.place_bound.key_bound` bounds each entry of the key from below:
 :attr:`Arrangement.proven` says which entries the bound proves, :attr:`Arrangement.optimal`
 whether all are (the 64-host fat tree of ``benchmarks/bench_place.py``: its dense layout is
@@ -62,7 +63,7 @@ from .crossings import (
     slot_sets,
 )
 from .place_bound import key_bound
-from .place_exact import EXACT_HOSTS, search
+from .place_exact import affordable, search
 from .place_pack import Component, packings, tree
 from .place_search import WeightedSet, improve
 
@@ -92,7 +93,8 @@ class Arrangement:
     ``method`` names the candidate that won (a launcher order when nothing beats it).
     ``step_time_before``/``step_time_after`` are the predicted step times of the two orders
     when :func:`place` was given ``step_time``. ``exact`` is True when an exact search proved
-    that no host order has a smaller ``after.key()`` (allocations of up to 8 hosts, or without
+    that no host order has a smaller ``after.key()`` (allocations of up to 8 hosts, larger ones
+    with few host types and slots, or without
     tiers); ``bound`` holds, per entry of ``after.key()``, a lower bound on that entry over the
     orders that cross no group of an earlier class where ``hosts`` crosses none (None: no
     bound, as 0).
@@ -230,8 +232,9 @@ def place(
 
     Returns:
         An :class:`Arrangement`; ``hosts`` crosses no more groups than ``order`` does, and no
-        host order has a smaller crossing key on allocations of up to 8 hosts (``exact``);
-        beyond, ``proven`` says which entries of the key a lower bound proves least.
+        host order has a smaller crossing key on allocations of up to 8 hosts and wherever the
+        exact search is affordable (``exact``); elsewhere ``proven`` says which entries of the
+        key a lower bound proves least.
 
     Raises:
         TopologyError: wrong types, a ``rank_offset``, hosts with different GPU counts, or
@@ -271,7 +274,7 @@ def place(
             score = structure.score(searched, labels, names)
             if score.key() < best_score.key():
                 best_name, best, best_score = f"{name}, then swaps", searched, score
-    exact = not alloc.tiers or len(alloc.hosts) <= EXACT_HOSTS
+    exact = not alloc.tiers or affordable(labels, len(alloc.hosts), slots)
     if alloc.tiers and exact:
         launched = candidates[0][1]  # its hosts first: a type's hosts are taken in this order
         spare = [h for h in range(len(alloc.hosts)) if h not in launched]

@@ -16,8 +16,11 @@ order cut is no better than one kept), and only strictly better orders replace t
 so ties keep the caller's order. Types are tried in order of their first host in the caller's
 order, and each type's hosts are handed out in that order, so the result is deterministic.
 
-At most ``n! / (n - k)!`` nodes for ``k`` slots on ``n`` hosts (109,600 at 8 hosts), usually a
-few hundred: the caller runs it up to :data:`EXACT_HOSTS` hosts.
+At depth ``k`` the search has at most ``min(T ** k, n! / (n - k)!)`` nodes for ``T`` types of
+``n`` hosts; :func:`affordable` sums that over the slots and the caller runs the search where
+the sum is at most :data:`EXACT_NODES` (109,600, every order of 8 hosts, about half a second):
+on every allocation of up to :data:`EXACT_HOSTS` hosts, and on larger ones with few slots or
+few types (18 hosts in 3 racks for a job of 8 hosts: 9,840). Usually it visits a few hundred.
 
 >>> labels = [[0, 1, 0, 1]]  # one tier: hosts 0 and 2 in rack 0, hosts 1 and 3 in rack 1
 >>> sets = [((0, 1), (1,)), ((2, 3), (1,))]  # two groups on slots 0+1 and 2+3
@@ -27,16 +30,53 @@ Searched(order=(0, 2, 1, 3), key=(0,), nodes=6)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import attrs
 
 from .place_search import WeightedSet
 
-__all__ = ["EXACT_HOSTS", "Searched", "search"]
+__all__ = ["EXACT_HOSTS", "EXACT_NODES", "Searched", "affordable", "host_types", "search"]
 
 EXACT_HOSTS = 8
-"""Up to this many hosts, :func:`search` runs to the end (at most 109,600 nodes)."""
+"""Up to this many hosts, :func:`affordable` always holds."""
+
+EXACT_NODES = 109_600
+"""The most nodes :func:`affordable` allows the search: every order of 8 hosts."""
+
+
+def host_types(
+    hosts: Sequence[int], labels: Sequence[Sequence[int]]
+) -> dict[tuple[int, ...], list[int]]:
+    """``hosts`` by type, in order of first appearance: a host's domain per tier, -1 where the
+    domain holds no other host of the allocation (such hosts are interchangeable)."""
+    sizes = [Counter(row) for row in labels]
+    types: dict[tuple[int, ...], list[int]] = {}
+    for host in hosts:
+        kind = tuple(row[host] if sizes[t][row[host]] > 1 else -1 for t, row in enumerate(labels))
+        types.setdefault(kind, []).append(host)
+    return types
+
+
+def affordable(labels: Sequence[Sequence[int]], hosts: int, slots: int) -> bool:
+    """True when the search's nodes, at most ``min(T ** k, hosts! / (hosts - k)!)`` at depth
+    ``k`` for ``T`` host types, sum to at most :data:`EXACT_NODES` over ``slots`` slots.
+
+    >>> affordable([[0] * 8 + [1] * 8 + [2] * 2], 18, 8)  # 3 + 9 + ... + 3 ** 8 = 9,840
+    True
+    >>> affordable([[r // 2 for r in range(12)]], 12, 12)  # 6 racks of 2: 6 ** 7 alone > 109,600
+    False
+    """
+    count = len(host_types(range(hosts), labels))
+    total, orders, sequences = 0, 1, 1
+    for depth in range(min(slots, hosts)):
+        orders *= hosts - depth
+        sequences *= count
+        total += min(orders, sequences)
+        if total > EXACT_NODES:
+            return False
+    return True
 
 
 @attrs.frozen
@@ -70,12 +110,7 @@ def search(
     if not tiers or not sets:
         return Searched(None, tuple(incumbent), 0)
     classes = len(incumbent) // tiers
-    # A host's type: its domain per tier, -1 where the domain holds no other host.
-    sizes = [{d: row.count(d) for d in set(row)} for row in labels]
-    types: dict[tuple[int, ...], list[int]] = {}
-    for host in hosts:
-        kind = tuple(row[host] if sizes[t][row[host]] > 1 else -1 for t, row in enumerate(labels))
-        types.setdefault(kind, []).append(host)
+    types = host_types(hosts, labels)
     vectors = list(types)
     left = [len(members) for members in types.values()]
     holding: list[list[int]] = [[] for _ in range(slots)]
