@@ -274,3 +274,13 @@ def test_a_step_time_that_is_not_callable_is_refused_before_placing() -> None:
         TopologyError, match=r"^step_time must be a callable taking a RankMap, got 3"
     ):
         place(Topology(4, tp=2), _racks("ab", gpus=2), step_time=3)  # type: ignore[arg-type]
+
+
+def test_hosts_all_alike_are_exact_without_a_search() -> None:
+    """1,200 one-GPU hosts of unknown rack are one host type: every order crosses the same
+    groups, so place is exact at once (the search, one level per slot, would recurse 1,200
+    deep)."""
+    alloc = Allocation([Host(f"n{i}", 1, (None,)) for i in range(1200)], [Tier("rack")])
+    found = place(Topology(1200, tp=2), alloc)
+    assert found.exact and found.method == "listed"
+    assert found.after.count("tp", "rack") == 600

@@ -45,6 +45,9 @@ EXACT_HOSTS = 8
 EXACT_NODES = 109_600
 """The most nodes :func:`affordable` allows the search: every order of 8 hosts."""
 
+EXACT_SLOTS = 64
+"""The most slots :func:`affordable` allows the search (it recurses once per slot)."""
+
 
 def host_types(
     hosts: Sequence[int], labels: Sequence[Sequence[int]]
@@ -61,7 +64,8 @@ def host_types(
 
 def affordable(labels: Sequence[Sequence[int]], hosts: int, slots: int) -> bool:
     """True when the search's nodes, at most ``min(T ** k, hosts! / (hosts - k)!)`` at depth
-    ``k`` for ``T`` host types, sum to at most :data:`EXACT_NODES` over ``slots`` slots.
+    ``k`` for ``T`` host types, sum to at most :data:`EXACT_NODES` over at most
+    :data:`EXACT_SLOTS` slots, or when there is one type (every order has the same key).
 
     >>> affordable([[0] * 8 + [1] * 8 + [2] * 2], 18, 8)  # 3 + 9 + ... + 3 ** 8 = 9,840
     True
@@ -69,6 +73,10 @@ def affordable(labels: Sequence[Sequence[int]], hosts: int, slots: int) -> bool:
     False
     """
     count = len(host_types(range(hosts), labels))
+    if count == 1:
+        return True
+    if slots > EXACT_SLOTS:
+        return False
     total, orders, sequences = 0, 1, 1
     for depth in range(min(slots, hosts)):
         orders *= hosts - depth
@@ -111,6 +119,8 @@ def search(
         return Searched(None, tuple(incumbent), 0)
     classes = len(incumbent) // tiers
     types = host_types(hosts, labels)
+    if len(types) == 1:  # every order has the same key
+        return Searched(None, tuple(incumbent), 0)
     vectors = list(types)
     left = [len(members) for members in types.values()]
     holding: list[list[int]] = [[] for _ in range(slots)]
