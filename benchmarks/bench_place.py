@@ -14,11 +14,18 @@ For each, an MoE layout (tp, ep, pp) and a dense one (tp, pp, dp): the crossing 
 (:meth:`Crossings.key`: tp/etp, then ep/cp, then pp/dp/edp groups crossing each tier, innermost
 tier first) of the listed order, torchrun's lexicographic order, natural order and ``place``;
 "beats" says whether place is strictly better than each order that is not itself optimal.
-"optimal" compares place's tp/etp and ep/cp crossings of the NVLink tier (the rack or block;
-the host on the fat tree) with :func:`lower_bound`: equal means no order does better.
+"bound" is :attr:`Arrangement.bound`, a lower bound on each entry of the key (over the orders
+that cross no group of an earlier class where place crosses none); "proven" marks the entries
+that meet it (``+``) or not (``-``), "optimal" whether all do (then no host order has a smaller
+key). These 64-host jobs are past the exact search (8 hosts, or few host types and slots), so
+these are the bound's certificates.
+Issue 22 reported place at MoE ep/cp 10 and dense pp/dp/edp 168 outer-tier crossings on the
+fat tree, and an exact solver at 6 and 128.
 
 Timings (median of 5): ``place`` and ``check`` on an explicit map of 16,384 ranks (4,096 ragged
-trays in racks, with a leaf tier above them).
+trays in racks, with a leaf tier above them). The exact search's cost: ``place`` on 200 seeded
+8-host allocations with two tiers that do not nest, with the search and without it (the
+heuristics alone, same run), median and largest seconds and their ratios.
 
 Run: ``python benchmarks/bench_place.py`` (targets: place < 2 s, check < 1 s at 16,384 ranks).
 """
@@ -26,18 +33,19 @@ Run: ``python benchmarks/bench_place.py`` (targets: place < 2 s, check < 1 s at 
 from __future__ import annotations
 
 import random
+import statistics
 import sys
 from pathlib import Path
+from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import median_seconds, write_result
 
+import topology._preflight.place as placement
 from topology import Allocation, Host, Tier, Topology, check, crossings, place
 from topology._preflight.allocation.slurm_topology import parse_slurm_topology
-from topology._preflight.place_bound import lower_bound
 
-FAST, MIDDLE = ("tp", "etp"), ("ep", "cp")
 BASELINES = ("listed", "lexicographic", "natural")
 
 
@@ -78,7 +86,6 @@ def fat_tree() -> Allocation:
 CASES = {
     "nvl72-ragged": (
         nvl72_ragged,
-        0,
         {
             "moe tp4 ep8 pp4": Topology(256, tp=4, ep=8, pp=4),
             "dense tp4 pp4": Topology(256, tp=4, pp=4),
@@ -86,7 +93,6 @@ CASES = {
     ),
     "slurm-block": (
         slurm_block,
-        0,
         {
             "moe tp4 ep8 pp4": Topology(256, tp=4, ep=8, pp=4),
             "dense tp8 pp4": Topology(256, tp=8, pp=4),
@@ -94,7 +100,6 @@ CASES = {
     ),
     "fat-tree": (
         fat_tree,
-        None,
         {
             "moe tp2 ep16 pp4": Topology(512, tp=2, ep=16, pp=4),
             "dense tp8 pp8": Topology(512, tp=8, pp=8),
@@ -105,10 +110,11 @@ CASES = {
 
 def compare() -> list[dict[str, object]]:
     rows = []
-    for name, (build, nvlink, layouts) in CASES.items():
+    for name, (build, layouts) in CASES.items():
         alloc = build()
         for label, topo in layouts.items():
             found = place(topo, alloc, order="listed")
+            seconds = median_seconds(lambda t=topo, a=alloc: place(t, a, order="listed"), 3)
             keys = {
                 order: crossings(topo, alloc.rank_map(topo.world_size, order=order)).key()
                 for order in BASELINES
@@ -118,18 +124,6 @@ def compare() -> list[dict[str, object]]:
                 order: ("optimal too" if key == best else ("yes" if best < key else "NO"))
                 for order, key in keys.items()
             }
-            optimal = "n/a (NVLink = host)"
-            if nvlink is not None:
-                tier = alloc.tiers[nvlink].name
-                bound = tuple(lower_bound(topo, alloc, tier, group) for group in (FAST, MIDDLE))
-                got = tuple(
-                    sum(found.after.count(k, tier) for k in group) for group in (FAST, MIDDLE)
-                )
-                optimal = (
-                    "unproven"
-                    if None in bound
-                    else ("proven" if got == bound else f"{got} vs bound {bound}")
-                )
             rows.append(
                 {
                     "allocation": name,
@@ -137,9 +131,13 @@ def compare() -> list[dict[str, object]]:
                     "tiers": list(found.after.tiers[1:]),
                     **{order: list(key) for order, key in keys.items()},
                     "place": list(best),
+                    "bound": list(found.bound or ()),
+                    "proven": list(found.proven),
+                    "exact": found.exact,
+                    "optimal": found.optimal,
                     "method": found.method,
                     "beats": beats,
-                    "optimal": optimal,
+                    "place_s": seconds,
                 }
             )
     return rows
@@ -179,20 +177,85 @@ def timings(repeat: int) -> list[dict[str, object]]:
     return rows
 
 
+def small_allocations(count: int) -> list[tuple[Topology, Allocation]]:
+    """``count`` seeded 8-host allocations where the exact search works hardest: two tiers drawn
+    apart (an NVLink domain of 4 or unknown, a rack of 3), 1 to 4 GPUs per host, a layout of
+    6 to 8 hosts' ranks with tp, cp and pp drawn from the divisors left."""
+    rng = random.Random(22)
+    cases = []
+    while len(cases) < count:
+        gpus = rng.choice([1, 2, 3, 4])
+        nvlink = rng.choices(["d0", "d1", "d2", "d3", None], k=8)
+        racks = rng.choices(["r0", "r1", "r2"], k=8)
+        hosts = [Host(f"h{i}", gpus, (nvlink[i], racks[i])) for i in range(8)]
+        world = rng.randint(5 * gpus + 1, 8 * gpus)
+        divisors = [d for d in range(1, world + 1) if world % d == 0]
+        tp = rng.choice(divisors)
+        cp = rng.choice([d for d in divisors if (world // tp) % d == 0])
+        pp = rng.choice([d for d in divisors if (world // tp // cp) % d == 0])
+        order = rng.choice(["tp-cp-ep-dp-pp", "tp-cp-pp-dp"])
+        topo = Topology(world, tp=tp, cp=cp, pp=pp, order=order)
+        cases.append((topo, Allocation(hosts, (Tier("nvl", nvlink=True), Tier("rack")))))
+    return cases
+
+
+def exact_cost(count: int) -> dict[str, object]:
+    """place on ``count`` 8-host allocations with the exact search and without it (the
+    heuristics alone, the baseline of the same run): median and largest seconds, their ratios,
+    and how many keys the search made smaller."""
+    cases = small_allocations(count)
+    exact = [median_seconds(lambda t=t, a=a: place(t, a), 3) for t, a in cases]
+    found = [place(t, a).after.key() for t, a in cases]
+    limit = placement.EXACT_HOSTS
+    placement.EXACT_HOSTS = 0  # the heuristics alone
+    try:
+        alone = [median_seconds(lambda t=t, a=a: place(t, a), 3) for t, a in cases]
+        heuristic = [place(t, a).after.key() for t, a in cases]
+    finally:
+        placement.EXACT_HOSTS = limit
+    return {
+        "allocations": count,
+        "hosts": 8,
+        "exact_median_s": statistics.median(exact),
+        "exact_max_s": max(exact),
+        "heuristic_median_s": statistics.median(alone),
+        "heuristic_max_s": max(alone),
+        "median_ratio": statistics.median(exact) / statistics.median(alone),
+        "max_ratio": max(exact) / max(alone),
+        "improved_by_search": sum(f < h for f, h in zip(found, heuristic, strict=True)),
+    }
+
+
 def main() -> None:
     rows = compare()
     print(f"{'allocation':<14} {'layout':<18} {'order':<14} crossing vector (per class, per tier)")
     for row in rows:
-        for order in (*BASELINES, "place"):
+        for order in (*BASELINES, "place", "bound"):
             print(f"{row['allocation']:<14} {row['layout']:<18} {order:<14} {row[order]}")
-        print(f"{'':<33} beats: {row['beats']}; optimal: {row['optimal']}; method: {row['method']}")
+        proven = "".join("+" if p else "-" for p in cast("list[bool]", row["proven"]))
+        print(
+            f"{'':<33} proven: {proven}; optimal: {row['optimal']}; exact: {row['exact']}; "
+            f"place {row['place_s']:.2f} s; method: {row['method']}"
+        )
+        print(f"{'':<33} beats: {row['beats']}")
     times = timings(5)
     print(f"\n{'layout':<18} {'ranks':>6} {'place s':>8} {'check s':>8}")
     for row in times:
         print(
             f"{row['layout']:<18} {row['ranks']:>6} {row['place_s']:>8.3f} {row['check_s']:>8.3f}"
         )
-    write_result("benchmarks/results/bench_place.json", {"comparison": rows, "timings": times})
+    cost = exact_cost(200)
+    print(
+        f"\nexact search, {cost['allocations']} allocations of 8 hosts (two tiers that do not "
+        f"nest): place median {cost['exact_median_s']:.4f} s, max {cost['exact_max_s']:.3f} s; "
+        f"heuristics alone median {cost['heuristic_median_s']:.4f} s, max "
+        f"{cost['heuristic_max_s']:.3f} s (ratios {cost['median_ratio']:.2f}, "
+        f"{cost['max_ratio']:.2f}); keys the search made smaller: {cost['improved_by_search']}"
+    )
+    write_result(
+        "benchmarks/results/bench_place.json",
+        {"comparison": rows, "timings": times, "exact_search": cost},
+    )
 
 
 if __name__ == "__main__":

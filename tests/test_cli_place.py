@@ -198,3 +198,40 @@ def test_place_with_a_model_reports_the_predicted_step_time() -> None:
 def test_place_without_a_model_has_no_step_time() -> None:
     data = run_json("place", *LAYOUT, "--allocation", str(RAGGED))
     assert data["step_time"] == {"before": None, "after": None}
+
+
+def test_text_says_the_exact_search_proved_a_small_allocation() -> None:
+    """Up to 8 hosts the text says the order is optimal by exact search, and the JSON agrees."""
+    argv = ("place", "-w", "16", "--tp", "8", "--allocation", str(DATA / "nvl72.json"))
+    code, out, err = invoke(*argv, "--hosts", "node[1-4]")
+    assert code == 0, err
+    assert "optimal: exact search over every order of the 4 hosts" in out.splitlines()
+    data = run_json(*argv, "--hosts", "node[1-4]")
+    assert (data["optimality"]["exact"], data["optimality"]["optimal"]) == (True, True)
+
+
+def test_text_and_json_name_the_entries_the_bound_proves() -> None:
+    """Past 8 hosts: tp4 ep8 pp4 on the ragged NVL72 racks proves tp/etp and ep/cp on each tier
+    by the lower bound; pp/dp/edp is unproven, with its count and bound in the text."""
+    argv = ("place", "-w", "256", "--tp", "4", "--ep", "8", "--pp", "4", "--allocation")
+    code, out, err = invoke(*argv, str(RAGGED))
+    assert code == 0, err
+    line = " ".join(out.split("optimal: ", 1)[1].split("\n\n", 1)[0].split())
+    assert line.startswith("proven by the lower bound for tp/etp on rack, tp/etp on leaf, ")
+    assert "unproven (64 hosts, past the exact search): pp/dp/edp on rack (" in line
+    data = run_json(*argv, str(RAGGED))
+    entries = data["optimality"]["key"]
+    assert [(e["class"], e["tier"], e["proven"]) for e in entries[:4]] == [
+        ("tp/etp", "rack", True),
+        ("tp/etp", "leaf", True),
+        ("ep/cp", "rack", True),
+        ("ep/cp", "leaf", True),
+    ]
+    assert data["optimality"]["exact"] is False
+    for entry in entries:
+        assert entry["proven"] == (entry["crossing"] == entry["bound"])
+        kinds = entry["class"].split("/")
+        tier = entry["tier"]
+        assert entry["crossing"] == sum(
+            data["crossings"][k][tier]["after"] for k in kinds if k in data["crossings"]
+        )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from topology import Allocation, Host, Tier, Topology, TopologyError, place
 from topology._preflight.crossings import KIND_CLASSES
 from topology._preflight.place import _Structure
-from topology._preflight.place_bound import lower_bound
+from topology._preflight.place_bound import key_bound, lower_bound
 from topology.strategies import topologies
 
 
@@ -100,6 +101,97 @@ def test_a_packing_lists_racks_and_their_hosts_in_natural_name_order() -> None:
     assert (found.hosts, found.method) == (("a1", "a20", "a2", "a10"), "packed")
 
 
+# -- the bound on every entry of the key, and what place certifies with it ----------------------
+
+
+def _grid() -> tuple[Topology, Allocation]:
+    """tp4 pp4 dp4 on sixteen 4-GPU hosts in racks of 5, 5 and 6: the 4 dp blocks (4 hosts, 4
+    dp and 4 edp groups each) are the rows of a 4 x 4 grid of hosts, the 4 pp columns (4 groups
+    each) its columns."""
+    return Topology(64, tp=4, pp=4), _racks("aaaaabbbbbcccccc")
+
+
+def test_rows_and_columns_that_no_rack_holds_together_exclude_each_other() -> None:
+    """A row and a column share a host and need 4 + 4 - 1 = 7 > 6 hosts, so no rack keeps one
+    of each: at most 3 rows (one per rack, 3 x 8 groups) or 3 columns (3 x 4) stay inside, and
+    of the 32 + 16 pp/dp/edp groups at least 48 - 24 = 24 cross (not 48 - 24 - 12 = 12)."""
+    topo, alloc = _grid()
+    assert place(topo, alloc).bound == (0, 0, 24)
+
+
+def test_place_certifies_the_entries_that_meet_their_bound() -> None:
+    """16 hosts are past the exact search; place keeps 3 rows inside racks, 24 pp/dp/edp groups
+    cross, which the bound proves least, so every entry is proven and the order optimal."""
+    topo, alloc = _grid()
+    found = place(topo, alloc)
+    assert (found.after.key(), found.exact, found.proven, found.optimal) == (
+        (0, 0, 24),
+        False,
+        (True, True, True),
+        True,
+    )
+    assert found.to_dict()["optimality"] == {
+        "exact": False,
+        "optimal": True,
+        "key": [
+            {"class": "tp/etp", "tier": "rack", "crossing": 0, "bound": 0, "proven": True},
+            {"class": "ep/cp", "tier": "rack", "crossing": 0, "bound": 0, "proven": True},
+            {"class": "pp/dp/edp", "tier": "rack", "crossing": 24, "bound": 24, "proven": True},
+        ],
+    }
+
+
+def test_an_entry_above_its_bound_is_not_proven() -> None:
+    """The same order with a bound of 12 on the last entry: that entry is unproven (24 > 12),
+    the others stay proven, and the order is not called optimal."""
+    topo, alloc = _grid()
+    found = attrs.evolve(place(topo, alloc), bound=(0, 0, 12))
+    assert (found.proven, found.optimal) == ((True, True, False), False)
+
+
+def test_an_exact_search_proves_every_entry_whatever_the_bound() -> None:
+    """dp3 pp2 on three 2-GPU hosts in racks a, a, b: the dp groups (and edp, the same) run on
+    slots {0, 1} and {1, 2}, the pp groups on {0, 1}, {0, 2} and {1, 2}, host sets that share
+    hosts, so the bound counts only those no rack holds: none (0). Rack b's host on slot 0 or 2
+    makes one dp set (2 groups) and 2 pp groups cross, on slot 1 both dp sets: 4 is least, and
+    the exact search (3 hosts) proves it."""
+    found = place(Topology(6, pp=2), _racks("aab", gpus=2))
+    assert (found.after.key(), found.bound) == ((0, 0, 4), (0, 0, 0))
+    assert found.exact and found.optimal
+    assert found.proven == (True, True, True)
+
+
+def test_a_bound_above_the_key_or_of_the_wrong_length_is_refused() -> None:
+    """Arrangement.bound holds one int per key entry, each at most that entry."""
+    found = place(Topology(16, tp=8), _racks("abab"))
+    key = found.after.key()
+    with pytest.raises(TopologyError, match=r"^Arrangement.bound must hold one int per entry"):
+        attrs.evolve(found, bound=(0, 0, key[2] + 1))
+    with pytest.raises(TopologyError, match=r"got \(0, 0\); pass None for no bound$"):
+        attrs.evolve(found, bound=(0, 0))
+
+
+def test_groups_kept_inside_by_an_earlier_class_glue_the_later_sets() -> None:
+    """Eight slots in racks of 4: tp pairs {0, 1}, {2, 3}, {4, 5}, {6, 7} and dp sets {0, 2, 4,
+    6}, {1, 3, 5, 7}. Alone, each dp set fits a rack (bound 0); on orders that keep every tp
+    pair inside a rack (tp's entry 0), a dp set inside a rack would pull in every pair it
+    touches, all 8 slots, so both dp sets cross (bound 2)."""
+    tp = [((0, 1), (1, 0)), ((2, 3), (1, 0)), ((4, 5), (1, 0)), ((6, 7), (1, 0))]
+    dp = [((0, 2, 4, 6), (0, 1)), ((1, 3, 5, 7), (0, 1))]
+    racks = [[0, 0, 0, 0, 1, 1, 1, 1]]
+    assert key_bound(racks, [tp, dp], 2) == (0, 0)
+    assert key_bound(racks, [tp, dp], 2, (0, 2)) == (0, 2)
+    assert key_bound(racks, [tp, dp], 2, (1, 0)) == (0, 0)
+
+
+def test_kinds_that_share_hosts_bound_only_what_no_domain_holds() -> None:
+    """Overlapping host sets (tp3 on 2-GPU hosts: slots {0, 1} and {1, 2}) of one kind: only a
+    set larger than every domain must cross; here the racks hold 2 hosts, so none must."""
+    family = [((0, 1), (1,)), ((1, 2), (1,))]
+    assert key_bound([[0, 0, 1]], [family], 1) == (0,)
+    assert key_bound([[0, 1, 2]], [family], 1) == (2,)
+
+
 # -- the weights the swap search minimises -------------------------------------------------------
 
 
@@ -174,3 +266,21 @@ def test_an_infinite_step_time_is_refused_and_shown() -> None:
     """inf is no finite number of seconds; the message shows the value returned."""
     with pytest.raises(TopologyError, match=r"finite number of seconds >= 0, got inf$"):
         place(Topology(4, tp=2), _racks("ab", gpus=2), step_time=lambda m: math.inf)
+
+
+def test_a_step_time_that_is_not_callable_is_refused_before_placing() -> None:
+    """step_time must be a callable; the message shows what was given."""
+    with pytest.raises(
+        TopologyError, match=r"^step_time must be a callable taking a RankMap, got 3"
+    ):
+        place(Topology(4, tp=2), _racks("ab", gpus=2), step_time=3)  # type: ignore[arg-type]
+
+
+def test_hosts_all_alike_are_exact_without_a_search() -> None:
+    """1,200 one-GPU hosts of unknown rack are one host type: every order crosses the same
+    groups, so place is exact at once (the search, one level per slot, would recurse 1,200
+    deep)."""
+    alloc = Allocation([Host(f"n{i}", 1, (None,)) for i in range(1200)], [Tier("rack")])
+    found = place(Topology(1200, tp=2), alloc)
+    assert found.exact and found.method == "listed"
+    assert found.after.count("tp", "rack") == 600

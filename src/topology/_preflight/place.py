@@ -14,9 +14,20 @@ first domain with room for it, else its children are packed one by one, largest 
 component sizes divide each other, as they do for any grid, this keeps the most components of
 every level whole (a component placed whole costs its domain exactly its size, so it never
 spoils a finer level). Several packings (domains in name order within their outer domains,
-largest first, best fit; confined to one outer domain when one holds the job) and the launcher
+largest first, best fit, tier by tier; confined to one outer domain when one holds the job;
+two component trees, :mod:`.place_pack`), the swaps of :mod:`.place_search` and the launcher
 orders themselves are scored with :func:`~.crossings.crossing_row`; the lowest score wins,
 the launcher's own order on ties, so ``place`` never does worse than the launcher.
+
+Exact where it says so: on every allocation of up to :data:`~.place_exact.EXACT_HOSTS` (8)
+hosts, and on larger ones whose host types and slots are few enough
+(:func:`~.place_exact.affordable`: at most 109,600 nodes, well under a second), a branch and
+bound over host orders (:mod:`.place_exact`) then proves the least key, every class and tier,
+and replaces the winner only by a strictly better order. Elsewhere the heuristics stand, and
+:func:`~.place_bound.key_bound` bounds each entry of the key from below:
+:attr:`Arrangement.proven` says which entries the bound proves, :attr:`Arrangement.optimal`
+whether all are (the 64-host fat tree of ``benchmarks/bench_place.py``: its dense layout is
+proven optimal, the MoE one through its ep/cp entries).
 
 >>> from topology import Allocation, Host, Tier, Topology
 >>> racks = {"n1": "r1", "n2": "r2", "n3": "r1", "n4": "r2"}
@@ -29,7 +40,6 @@ the launcher's own order on ties, so ``place`` never does worse than the launche
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,7 +49,6 @@ from .._args import show
 from .._errors import TopologyError
 from .._fields import instance, text, tuple_of
 from .._megatron.topology import Topology
-from .allocation.hostlist import natural_key
 from .allocation.model import LAUNCHER_ORDERS, Allocation
 from .allocation.rankmap import RankMap
 from .crossings import (
@@ -53,6 +62,9 @@ from .crossings import (
     distinct_kinds,
     slot_sets,
 )
+from .place_bound import key_bound
+from .place_exact import affordable, search
+from .place_pack import Component, packings, tree
 from .place_search import WeightedSet, improve
 
 __all__ = ["Arrangement", "StepTime", "place"]
@@ -80,7 +92,12 @@ class Arrangement:
     the crossings of the launcher's ``baseline`` order, ``after`` those of ``hosts``;
     ``method`` names the candidate that won (a launcher order when nothing beats it).
     ``step_time_before``/``step_time_after`` are the predicted step times of the two orders
-    when :func:`place` was given ``step_time``.
+    when :func:`place` was given ``step_time``. ``exact`` is True when an exact search proved
+    that no host order has a smaller ``after.key()`` (allocations of up to 8 hosts, larger ones
+    with few host types and slots, or without
+    tiers); ``bound`` holds, per entry of ``after.key()``, a lower bound on that entry over the
+    orders that cross no group of an earlier class where ``hosts`` crosses none (None: no
+    bound, as 0).
     """
 
     topology: Topology = attrs.field(validator=instance(Topology))
@@ -92,6 +109,8 @@ class Arrangement:
     method: str = attrs.field(validator=text)
     step_time_before: float | None = attrs.field(default=None, validator=_optional_seconds)
     step_time_after: float | None = attrs.field(default=None, validator=_optional_seconds)
+    exact: bool = attrs.field(default=False, validator=instance(bool))
+    bound: tuple[int, ...] | None = attrs.field(default=None)
 
     def __attrs_post_init__(self) -> None:
         if (self.before.kinds, self.before.tiers) != (self.after.kinds, self.after.tiers):
@@ -99,6 +118,32 @@ class Arrangement:
                 "Arrangement.before and .after must count the same kinds and tiers, got "
                 f"{self.before.kinds}/{self.before.tiers} and {self.after.kinds}/{self.after.tiers}"
             )
+        key = self.after.key()
+        if self.bound is not None and (
+            type(self.bound) is not tuple
+            or len(self.bound) != len(key)
+            or any(
+                type(b) is not int or not 0 <= b <= k for b, k in zip(self.bound, key, strict=True)
+            )
+        ):
+            raise TopologyError(
+                f"Arrangement.bound must hold one int per entry of after.key() ({len(key)}), "
+                f"each from 0 to that entry {key}, got {show(self.bound)}; pass None for no bound"
+            )
+
+    @property
+    def proven(self) -> tuple[bool, ...]:
+        """Per entry of ``after.key()``, True when no host order with the same earlier entries
+        crosses fewer groups there (the lexicographic sense ``place`` minimises in): every entry
+        when :attr:`exact`, else the entries that equal their :attr:`bound`."""
+        key = self.after.key()
+        bound = self.bound if self.bound is not None else (0,) * len(key)
+        return tuple(self.exact or k == b for k, b in zip(key, bound, strict=True))
+
+    @property
+    def optimal(self) -> bool:
+        """True when no host order has a smaller crossing key than :attr:`hosts`."""
+        return all(self.proven)
 
     @property
     def improved(self) -> bool:
@@ -121,9 +166,27 @@ class Arrangement:
         ``G`` times there)."""
         return "".join(f"{name}\n" for name in self.hosts)
 
+    def certificate(self) -> list[dict[str, Any]]:
+        """Per entry of ``after.key()`` (kind class, then tier innermost first): the class, the
+        tier, the groups that cross, the :attr:`bound` and whether the entry is :attr:`proven`."""
+        key = self.after.key()
+        bound = self.bound if self.bound is not None else (0,) * len(key)
+        tiers = self.after.tiers[1:]
+        return [
+            {
+                "class": "/".join(KIND_CLASSES[i // len(tiers)]),
+                "tier": tiers[i % len(tiers)],
+                "crossing": key[i],
+                "bound": bound[i],
+                "proven": proven,
+            }
+            for i, proven in enumerate(self.proven)
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: ``hosts`` (node rank = index), ``crossings`` per kind and tier before and
-        after, the baseline order, the winning method and the unused hosts."""
+        after, the baseline order, the winning method, the unused hosts and the ``optimality``
+        of the key (``exact``, ``optimal`` and the :meth:`certificate` of each entry)."""
         before, after = self.before.to_dict(), self.after.to_dict()
         return {
             "hosts": list(self.hosts),
@@ -140,6 +203,11 @@ class Arrangement:
                     for tier in before["tiers"]
                 }
                 for kind, row in after["crossing"].items()
+            },
+            "optimality": {
+                "exact": self.exact,
+                "optimal": self.optimal,
+                "key": self.certificate(),
             },
         }
 
@@ -163,13 +231,18 @@ def place(
             :mod:`topology.cost`.
 
     Returns:
-        An :class:`Arrangement`; ``hosts`` crosses no more groups than ``order`` does.
+        An :class:`Arrangement`; ``hosts`` crosses no more groups than ``order`` does, and no
+        host order has a smaller crossing key on allocations of up to 8 hosts and wherever the
+        exact search is affordable (``exact``); elsewhere ``proven`` says which entries of the
+        key a lower bound proves least.
 
     Raises:
         TopologyError: wrong types, a ``rank_offset``, hosts with different GPU counts, or
             fewer GPUs than ranks.
     """
     topo, alloc = _checked(topology, allocation, order)
+    if step_time is not None and not callable(step_time):
+        raise TopologyError(f"step_time must be a callable taking a RankMap, got {show(step_time)}")
     gpus = alloc.hosts[0].gpus
     slots = math.ceil(topo.world_size / gpus)
     names = (NODE_TIER, *(t.name for t in alloc.tiers))
@@ -184,7 +257,7 @@ def place(
         hosts = alloc.ordered(other).hosts[:slots]
         candidates.append((other, tuple(index[h.name] for h in hosts)))
     if alloc.tiers:
-        candidates += _packings(alloc, labels, structure, slots)
+        candidates += packings(alloc, labels, structure.roots, slots)
     best_name, best = candidates[0]
     best_score = structure.score(best, labels, names)
     for name, candidate in candidates[1:]:
@@ -201,12 +274,16 @@ def place(
             score = structure.score(searched, labels, names)
             if score.key() < best_score.key():
                 best_name, best, best_score = f"{name}, then swaps", searched, score
+    exact = not alloc.tiers or affordable(labels, len(alloc.hosts), slots)
+    if alloc.tiers and exact:
+        launched = candidates[0][1]  # its hosts first: a type's hosts are taken in this order
+        spare = [h for h in range(len(alloc.hosts)) if h not in launched]
+        found = search([*launched, *spare], labels, structure.weighted(), slots, best_score.key())
+        if found.order is not None:
+            best_name, best = "exact search", found.order
+            best_score = structure.score(best, labels, names)
     before_time = after_time = None
     if step_time is not None:
-        if not callable(step_time):
-            raise TopologyError(
-                f"step_time must be a callable taking a RankMap, got {show(step_time)}"
-            )
         price = _pricer(step_time, alloc, topo.world_size)
         ties = [
             (name, c) for name, c in candidates if structure.score(c, labels, names) == best_score
@@ -225,6 +302,8 @@ def place(
         method=best_name,
         step_time_before=before_time,
         step_time_after=after_time,
+        exact=exact,
+        bound=key_bound(labels, structure.families(), len(KIND_CLASSES), best_score.key()),
     )
 
 
@@ -289,12 +368,6 @@ def _host_labels(alloc: Allocation) -> list[list[int]]:
 
 
 @attrs.frozen
-class _Component:
-    slots: tuple[int, ...]
-    children: tuple[_Component, ...]
-
-
-@attrs.frozen
 class _Structure:
     """The slot-level groups of a layout: host sets per distinct kind and the component tree."""
 
@@ -302,7 +375,7 @@ class _Structure:
     first: dict[str, str]
     sets: dict[str, HostSets]
     totals: dict[str, int]
-    root: _Component
+    roots: tuple[Component, ...]
 
     @classmethod
     def of(cls, topo: Topology, gpus: int, slots: int) -> _Structure:
@@ -310,20 +383,30 @@ class _Structure:
         first = distinct_kinds(topo, kinds)
         sets = {k: slot_sets(topo, k, gpus) for k in kinds if first[k] == k}
         totals = {k: len(topo.groups(k)) for k in kinds}
-        levels = [sets[first[k]] for k in sorted(kinds, key=lambda k: _rank(k, sets[first[k]]))]
-        return cls(kinds, first, sets, totals, _tree(slots, levels))
+        shares = {k: sum(1 for f in first.values() if f == first[k]) for k in kinds}
+        roots: list[Component] = []
+        for heavier in (False, True):
+            ranked = sorted(kinds, key=lambda k: _rank(k, sets[first[k]], shares[k], heavier))
+            root = tree(slots, [sets[first[k]] for k in ranked])
+            if root not in roots:
+                roots.append(root)
+        return cls(kinds, first, sets, totals, tuple(roots))
 
     def weighted(self) -> list[WeightedSet]:
         """Every host set once, weighted per kind class by the groups it stands for."""
+        return [weighted for family in self.families() for weighted in family]
+
+    def families(self) -> list[list[WeightedSet]]:
+        """:meth:`weighted`'s host sets, one list per distinct kind (its sets are its groups')."""
         found = []
         for kind, sets in self.sets.items():
             weights = tuple(
                 sum(1 for k in group if k in self.first and self.first[k] == kind)
                 for group in KIND_CLASSES
             )
-            found += [
-                (tuple(sorted(hosts)), tuple(w * n for w in weights)) for hosts, n in sets.items()
-            ]
+            found.append(
+                [(tuple(sorted(hosts)), tuple(w * n for w in weights)) for hosts, n in sets.items()]
+            )
         return found
 
     def score(
@@ -340,119 +423,12 @@ class _Structure:
         )
 
 
-def _rank(kind: str, sets: HostSets) -> tuple[int, int]:
+def _rank(kind: str, sets: HostSets, share: int, heavier: bool) -> tuple[int, float, int]:
     """Tree levels go class by class, and inside a class the kinds of smaller host sets first
-    (their blocks nest inside the others')."""
+    (their blocks nest inside the others'); with ``heavier``, the kinds whose host sets stand
+    for the most groups first (dp, when edp repeats its groups, before pp); ``share`` kinds
+    have these groups."""
     level = next(i for i, group in enumerate(KIND_CLASSES) if kind in group)
-    return level, max((len(hosts) for hosts in sets), default=0)
-
-
-def _tree(slots: int, levels: Sequence[HostSets]) -> _Component:
-    """The nested components the kinds' host sets join slots into, finest level first."""
-    parent = list(range(slots))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    nodes: dict[int, _Component] = {s: _Component((s,), ()) for s in range(slots)}
-    for sets in levels:
-        for members in sets:
-            it = iter(members)
-            head = find(next(it))
-            for other in it:
-                root = find(other)
-                if root != head:
-                    parent[root] = head
-        merged: dict[int, list[_Component]] = {}
-        for component in nodes.values():
-            merged.setdefault(find(component.slots[0]), []).append(component)
-        if len(merged) == len(nodes):
-            continue
-        nodes = {
-            root: parts[0] if len(parts) == 1 else _joined(parts) for root, parts in merged.items()
-        }
-    top = list(nodes.values())
-    return top[0] if len(top) == 1 else _joined(top)
-
-
-def _joined(parts: list[_Component]) -> _Component:
-    ordered = sorted(parts, key=lambda c: c.slots[0])
-    return _Component(tuple(sorted(s for c in ordered for s in c.slots)), tuple(ordered))
-
-
-_Chooser = Callable[[list[int], int], int | None]
-
-
-def _first_fit(free: list[int], need: int) -> int | None:
-    return next((p for p, room in enumerate(free) if room >= need), None)
-
-
-def _best_fit(free: list[int], need: int) -> int | None:
-    fitting = [(room, p) for p, room in enumerate(free) if room >= need]
-    return min(fitting)[1] if fitting else None
-
-
-def _pools(alloc: Allocation, labels: list[list[int]], hosts: Sequence[int]) -> list[list[int]]:
-    """The hosts grouped by domain path (every tier), in natural order of outer domain names."""
-    pools: dict[tuple[int, ...], list[int]] = {}
-    for h in hosts:
-        pools.setdefault(tuple(row[h] for row in labels), []).append(h)
-
-    def path(pool: list[int]) -> tuple[Any, ...]:
-        host = alloc.hosts[pool[0]]
-        return tuple(natural_key(d or "") for d in reversed(host.domains))
-
-    for pool in pools.values():
-        pool.sort(key=lambda h: natural_key(alloc.hosts[h].name))
-    return sorted(pools.values(), key=path)
-
-
-def _pack(
-    root: _Component, pools: list[list[int]], slots: int, choose: _Chooser
-) -> tuple[int, ...]:
-    free = [len(pool) for pool in pools]
-    used = [0] * len(pools)
-    result = [-1] * slots
-
-    def put(component: _Component) -> None:
-        pool = choose(free, len(component.slots))
-        if pool is not None:
-            start = used[pool]
-            for slot, host in zip(component.slots, pools[pool][start:], strict=False):
-                result[slot] = host
-            used[pool] += len(component.slots)
-            free[pool] -= len(component.slots)
-            return
-        for child in sorted(component.children, key=lambda c: -len(c.slots)):
-            put(child)
-
-    put(root)
-    return tuple(result)
-
-
-def _packings(
-    alloc: Allocation, labels: list[list[int]], structure: _Structure, slots: int
-) -> list[tuple[str, tuple[int, ...]]]:
-    everyone = range(len(alloc.hosts))
-    confined: list[tuple[str, Sequence[int]]] = [("", everyone)]
-    for tier in range(len(alloc.tiers)):
-        sizes = Counter(labels[tier])
-        holding = [(n, d) for d, n in sizes.items() if n >= slots]
-        if holding:
-            domain = min(holding)[1]
-            members = [h for h in everyone if labels[tier][h] == domain]
-            confined.append((f" in one {alloc.tiers[tier].name}", members))
-    found = []
-    for suffix, hosts in confined:
-        grouped = _pools(alloc, labels, hosts)
-        largest = sorted(grouped, key=len, reverse=True)
-        for name, pools, choose in (
-            ("packed", grouped, _first_fit),
-            ("packed largest first", largest, _first_fit),
-            ("packed best fit", grouped, _best_fit),
-        ):
-            found.append((name + suffix, _pack(structure.root, pools, slots, choose)))
-    return found
+    size = max((len(hosts) for hosts in sets), default=0)
+    weight = sum(sets.values()) / len(sets) * share if heavier and sets else 0.0
+    return level, -weight, size
