@@ -153,27 +153,37 @@ def reshape(
             f"spares must be distinct hosts outside the layout's 0 to {hosts - 1}, got {spare}"
         )
     frozen = frozenset(lost)
-    tried: list[Candidate] = []
+    results: list[Reshape] = []
     errors: list[str] = []
     names = ("drop", "spares", "shrink") if policy == "auto" else (policy,)
+    replica = layout.world_size // layout.dp
+    most = (layout.world_size - len(frozen)) // replica * replica
     for name in names:
         if name == "spares" and policy == "auto" and not spare:
             continue
+        if name == "shrink" and results and _cost(results[0]) == (0, 0, -most):
+            continue  # drop already rebuilds nothing, moves nothing and keeps the most ranks
         try:
             if name == "drop":
-                tried.append(policies.drop(layout, frozen))
+                found = policies.drop(layout, frozen)
             elif name == "spares":
-                tried.append(policies.spares(layout, frozen, gpus_per_node, spare, allocation))
+                found = policies.spares(layout, frozen, gpus_per_node, spare, allocation)
             else:
-                tried.append(policies.shrink(layout, frozen))
+                found = policies.shrink(layout, frozen)
         except TopologyError as error:
             if policy != "auto":
                 raise
             errors.append(str(error))
-    if not tried:
+            continue
+        results.append(_result(layout, found, frozen, accumulation))
+    if not results:
         raise TopologyError(f"the job cannot continue: {'; and '.join(errors)}")
-    results = [_result(layout, c, frozen, accumulation) for c in tried]
-    return min(results, key=lambda r: (r.counts()["rebuild"], len(r.sources), -r.active))
+    return min(results, key=_cost)
+
+
+def _cost(r: Reshape) -> tuple[int, int, int]:
+    """What ``auto`` minimises: rebuilt communicators, moved shards, then idle ranks."""
+    return (r.counts()["rebuild"], len(r.sources), -r.active)
 
 
 def _result(old: Topology, c: Candidate, lost: frozenset[int], accumulation: int) -> Reshape:

@@ -1,0 +1,138 @@
+"""What a re-layout after one lost node keeps: ``topology.reshape`` against shift-left.
+
+At W = 16,384 (tp 8, pp 8, dp 256, 8 GPUs a node), node 3 lost:
+
+- ``shift-left``: nvidia-resiliency-ext's rank assignment, re-implemented here: the healthy ranks
+  keep their order and close the gap (new rank = position among the survivors), on the largest
+  multiple of one model replica (tp * pp ranks), blind to the layout;
+- ``reshape``: ``topology.reshape`` with no spare (``auto``: drops the lost node's replica);
+- ``reshape + spare``: one spare host in the lost host's rack (``policy="spares"``).
+
+Per row, over every kind: communicators reused (an old group, mapped), shrunk (an old group
+minus the ranks that leave) and rebuilt (anything else), counted here independently of
+``reshape``'s own counts (sets of mapped groups), the active survivors that keep their shard
+coordinates (every axis but dp / edp) and those that change pipeline stage. Then the median
+time of ``reshape`` at W = 131,072 (same layout), and at 16,384 as the in-run baseline.
+Prints a table and writes ``benchmarks/results/bench_reshape.json``.
+
+Run: ``python benchmarks/bench_reshape.py`` (``--quick``: 1 timing run, W = 32,768 for the big one).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from _timing import median_seconds, write_result
+
+from topology import Topology, reshape
+
+GPUS = 8
+LOST_HOST = 3
+
+
+def shift_left(topo: Topology, lost: set[int]) -> tuple[Topology, list[int | None]]:
+    """Healthy ranks shifted left onto the largest whole number of replicas (layout-blind)."""
+    alive = [r for r in range(topo.world_size) if r not in lost]
+    replica = topo.tp * topo.pp * topo.cp
+    world = len(alive) // replica * replica
+    new = Topology.from_dict({**topo.to_dict(), "world_size": world, "dp": None})
+    rank_of: list[int | None] = [None] * topo.world_size
+    for position, rank in enumerate(alive[:world]):
+        rank_of[rank] = position
+    return new, rank_of
+
+
+def count(old: Topology, new: Topology, rank_of: Sequence[int | None]) -> dict[str, Any]:
+    """Communicators reused / shrunk / rebuilt over every kind, shards kept, stages moved."""
+    totals = {"reuse": 0, "shrink": 0, "rebuild": 0}
+    for kind in new.kinds:
+        whole, part = set(), set()
+        for group in old.groups(kind):
+            mapped = [rank_of[r] for r in group]
+            kept = tuple(m for m in mapped if m is not None)
+            (whole if len(kept) == len(mapped) else part).add(kept)
+        for group in new.groups(kind):
+            key = tuple(group)
+            bucket = "reuse" if key in whole else "shrink" if key in part else "rebuild"
+            totals[bucket] += 1
+    active = keep = moved_stage = 0
+    for rank, target in enumerate(rank_of):
+        if target is None:
+            continue
+        active += 1
+        a, b = old.dense.coord(rank), new.dense.coord(target)
+        keep += all(a[x] == b[x] for x in a if x != "dp")
+        moved_stage += a["pp"] != b["pp"]
+    return {**totals, "active": active, "keeps_shard": keep, "stage_moved": moved_stage}
+
+
+def rows(world: int) -> list[dict[str, Any]]:
+    topo = Topology(world, tp=8, pp=8)
+    lost = set(range(LOST_HOST * GPUS, (LOST_HOST + 1) * GPUS))
+    new, rank_of = shift_left(topo, lost)
+    out = [{"method": "shift-left", **count(topo, new, rank_of)}]
+    ours = reshape(topo, lost_hosts=[LOST_HOST], gpus_per_node=GPUS)
+    spare = world // GPUS
+    rack = {LOST_HOST: "rack-0", spare: "rack-0", spare + 1: "rack-1"}
+    spared = reshape(
+        topo,
+        lost_hosts=[LOST_HOST],
+        gpus_per_node=GPUS,
+        spares=[spare + 1, spare],
+        allocation=rack,
+        policy="spares",
+    )
+    for name, r in (("reshape", ours), ("reshape + spare", spared)):
+        counted = count(topo, r.new, r.mapping)
+        assert {k: counted[k] for k in ("reuse", "shrink")} == {
+            k: v for k, v in r.counts().items() if k != "rebuild"
+        }
+        out.append({"method": name, "policy": r.policy, **counted, "spare": list(r.replaced)})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 timing run, smaller big W")
+    parser.add_argument("--repeat", type=int, default=5, help="timing runs (median)")
+    parser.add_argument("--out", default="benchmarks/results/bench_reshape.json")
+    args = parser.parse_args()
+    repeat = 1 if args.quick else args.repeat
+    big = 32768 if args.quick else 131072
+    table = rows(16384)
+    header = (
+        f"{'method':16} {'reuse':>7} {'shrink':>7} {'rebuild':>8} {'keeps shard':>14} "
+        f"{'stage moved':>12}"
+    )
+    print(f"W = 16,384, tp 8, pp 8, node {LOST_HOST} of 8 GPUs lost")
+    print(header)
+    for row in table:
+        share = 100 * row["keeps_shard"] / row["active"]
+        print(
+            f"{row['method']:16} {row['reuse']:>7} {row['shrink']:>7} {row['rebuild']:>8} "
+            f"{share:>13.2f}% {row['stage_moved']:>12}"
+        )
+    timings = {}
+    for world in (16384, big):
+        topo = Topology(world, tp=8, pp=8)
+        timings[world] = median_seconds(
+            lambda t=topo: reshape(t, lost_hosts=[LOST_HOST], gpus_per_node=GPUS), repeat
+        )
+        print(f"reshape at W = {world:,}: {timings[world]:.3f} s (median of {repeat})")
+    ratio = timings[big] / timings[16384]
+    print(f"ratio {big:,} / 16,384: {ratio:.1f}x for {big // 16384}x the ranks")
+    write_result(
+        args.out,
+        {
+            "rows": table,
+            "seconds": {str(k): v for k, v in timings.items()},
+            "repeat": repeat,
+            "ratio": ratio,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
