@@ -50,6 +50,9 @@ def classify(
         if kind not in old.kinds:
             changes.append(KindChange(kind, 0, 0, len(new.groups(kind))))
             continue
+        if old.size(kind) == new.size(kind) == 1 and new.kind(kind).grid is not None:
+            changes.append(_singletons(kind, old_of, rank_of))
+            continue
         label = [-1] * old.world_size
         olds = old.groups(kind)
         active = [0] * len(olds)
@@ -80,3 +83,11 @@ def classify(
         gone = sum(1 for count in active if count == 0)
         changes.append(KindChange(kind, reuse, shrink, rebuild, gone, tuple(shrinks)))
     return tuple(changes)
+
+
+def _singletons(kind: str, old_of: Sequence[int], rank_of: Sequence[int | None]) -> KindChange:
+    """One-rank groups of a grid kind (every rank has one): a survivor's own group is reused,
+    a fresh rank's is built."""
+    reuse = sum(1 for source in old_of if source >= 0)
+    gone = sum(1 for target in rank_of if target is None)
+    return KindChange(kind, reuse, 0, len(old_of) - reuse, gone)
