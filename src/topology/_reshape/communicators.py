@@ -63,15 +63,13 @@ def classify(
                 label[rank - offset] = index
                 if rank_of[rank - offset] is not None:
                     active[index] += 1
+        # the old group of each new rank (-1: a fresh rank); shifted so group ranks index it
+        came = [-1] * new_offset + [-1 if o < 0 else label[o] for o in old_of]
         reuse = shrink = rebuild = 0
         shrinks = []
         for group in new.groups(kind):
-            source = old_of[group[0] - new_offset]
-            index = -1 if source < 0 else label[source]
-            same = index >= 0 and all(
-                (o := old_of[r - new_offset]) >= 0 and label[o] == index for r in group
-            )
-            if not same or len(group) != active[index]:
+            index = came[group[0]]
+            if index < 0 or {came[r] for r in group} != {index} or len(group) != active[index]:
                 rebuild += 1
             elif active[index] == sizes[index]:
                 reuse += 1
