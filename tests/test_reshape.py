@@ -159,3 +159,11 @@ def test_every_replica_of_a_shard_lost_cannot_continue() -> None:
     """When both holders of one shard are lost, the error names that shard."""
     with pytest.raises(TopologyError, match=r"every replica of the shard of new rank 0"):
         reshape(Topology(8, tp=2, pp=2), lost_ranks=[0, 2], gpus_per_node=2)
+
+
+def test_moe_drops_an_aligned_block_of_replicas() -> None:
+    """With ep 2 over dp, dropping replica 1 alone breaks ep | dp; the block {0, 1} keeps it."""
+    r = reshape(Topology(32, tp=2, ep=2), lost_ranks=[2], gpus_per_node=2)
+    assert (r.policy, r.new.dp, r.active, r.kept) == ("drop", 14, 28, 28)
+    assert (r.rank_of(0), r.rank_of(4), r.rank_of(6)) == (None, 0, 2)
+    assert r.counts()["rebuild"] == 0

@@ -139,14 +139,13 @@ def _drop_map(
 
 
 def _keeps_shards(old: Topology, new: Topology, mapping: Sequence[int | None]) -> bool:
-    """True if every mapped rank has the same shard coordinates in both layouts."""
-    if old.expert is None:
-        return True  # the dense coordinates are kept by construction
-    a, b = shard_digits(old), shard_digits(new)
+    """True if every mapped rank has the same shard coordinates in both layouts (the dense
+    ones are kept by construction, so only the expert grid's are compared, digit by digit)."""
+    pairs = [(local, t - new.rank_offset) for local, t in enumerate(mapping) if t is not None]
+    olds, news = [p[0] for p in pairs], [p[1] for p in pairs]
+    digits = zip(shard_digits(old, dense=False), shard_digits(new, dense=False), strict=True)
     return all(
-        shard_key(a, local) == shard_key(b, target - new.rank_offset)
-        for local, target in enumerate(mapping)
-        if target is not None
+        [(x // a) % n for x in olds] == [(y // b) % n for y in news] for (n, a), (_, b) in digits
     )
 
 

@@ -31,11 +31,14 @@ def replica_axis(topo: Topology) -> str:
     raise AssertionError("every layout has a dense replica kind")  # pragma: no cover
 
 
-def shard_digits(topo: Topology) -> Digits:
-    """The shard coordinates of ``topo`` as ``(size, stride)`` digits of the local rank."""
+def shard_digits(topo: Topology, *, dense: bool = True) -> Digits:
+    """The shard coordinates of ``topo`` as ``(size, stride)`` digits of the local rank
+    (with ``dense=False``, those of the expert grid only)."""
     replicas = _replica_axes(topo)
     digits: list[tuple[int, int]] = []
-    grids = [topo.dense] if topo.expert is None else [topo.dense, topo.expert]
+    grids = [topo.dense] if dense else []
+    if topo.expert is not None:
+        grids.append(topo.expert)
     for grid in grids:
         skip = {axis for g, axis in replicas if g == grid}
         for axis, size, stride in zip(grid.axes, grid.shape, grid.strides, strict=True):
