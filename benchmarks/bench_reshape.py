@@ -26,7 +26,7 @@ from typing import Any
 
 from _timing import median_seconds, write_result
 
-from topology import Topology, reshape
+from topology import Allocation, Host, Tier, Topology, reshape
 
 GPUS = 8
 LOST_HOST = 3
@@ -74,15 +74,15 @@ def rows(world: int) -> list[dict[str, Any]]:
     new, rank_of = shift_left(topo, lost)
     out = [{"method": "shift-left", **count(topo, new, rank_of)}]
     ours = reshape(topo, lost_hosts=[LOST_HOST], gpus_per_node=GPUS)
-    spare = world // GPUS
-    rack = {LOST_HOST: "rack-0", spare: "rack-0", spare + 1: "rack-1"}
+    # 18 hosts a rack (NVL72-like racks of 72 GPUs hold 9; any size works), plus two spare
+    # hosts: the first in another rack, the second in the lost host's rack
+    hosts = world // GPUS
+    racks = [f"rack{h // 18}" for h in range(hosts)] + ["rack-spare", f"rack{LOST_HOST // 18}"]
+    allocation = Allocation(
+        [Host(f"n{h}", GPUS, (rack,)) for h, rack in enumerate(racks)], (Tier("rack"),)
+    )
     spared = reshape(
-        topo,
-        lost_hosts=[LOST_HOST],
-        gpus_per_node=GPUS,
-        spares=[spare + 1, spare],
-        allocation=rack,
-        policy="spares",
+        topo, lost_hosts=[LOST_HOST], gpus_per_node=GPUS, allocation=allocation, policy="spares"
     )
     for name, r in (("reshape", ours), ("reshape + spare", spared)):
         counted = count(topo, r.new, r.mapping)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology import Reshape, Topology, TopologyError, reshape
+from topology import Allocation, Host, Reshape, Tier, Topology, TopologyError, reshape
 from topology.strategies import topologies
 
 FEW = settings(max_examples=25, deadline=None)
@@ -110,17 +110,23 @@ def test_golden_16384_ranks_one_node_lost_no_spare() -> None:
 def test_golden_spare_in_the_same_rack_keeps_every_position() -> None:
     """A spare in the lost host's rack is taken; every rank keeps its number and shard."""
     topo = Topology(64, tp=8, pp=2)
-    r = reshape(
-        topo,
-        lost_hosts=[1],
-        gpus_per_node=8,
-        spares=[8, 9],
-        allocation={1: "rack-b", 8: "rack-a", 9: "rack-b"},
-        policy="spares",
-    )
+    racks = ["a", "b", "a", "a", "a", "a", "a", "a", "a", "b"]  # hosts 8 and 9 are spares
+    hosts = [Host(f"n{i}", 8, (rack,)) for i, rack in enumerate(racks)]
+    allocation = Allocation(hosts, (Tier("rack"),))
+    r = reshape(topo, lost_hosts=[1], gpus_per_node=8, allocation=allocation, policy="spares")
     assert r.new == topo and r.replaced == ((1, 9),)
     assert all(r.rank_of(x) == x for x in range(64) if not 8 <= x < 16)
     assert r.moved == tuple(range(8, 16)) and r.counts()["shrink"] == 0
+
+
+def test_without_an_allocation_the_first_spare_is_taken() -> None:
+    """Spares given as host numbers are taken in the order given."""
+    r = reshape(Topology(64, tp=8, pp=2), lost_hosts=[1], gpus_per_node=8, spares=[9, 8])
+    assert r.policy == "drop"  # auto: a spare rebuilds the lost host's groups, drop does not
+    r = reshape(
+        Topology(64, tp=8, pp=2), lost_hosts=[1], gpus_per_node=8, spares=[9, 8], policy="spares"
+    )
+    assert r.replaced == ((1, 9),)
 
 
 def test_accumulation_keeps_the_global_batch() -> None:
@@ -139,6 +145,7 @@ def test_accumulation_keeps_the_global_batch() -> None:
         ({"lost_ranks": [1], "policy": "spares"}, r"1 hosts are lost \(\[0\]\) but only 0 spares"),
         ({"lost_ranks": [1], "spares": [3]}, r"spares must be distinct hosts outside"),
         ({"lost_hosts": [9]}, r"lost host 9 is outside the 8 hosts 0 to 7"),
+        ({"lost_ranks": [1], "allocation": "x"}, r"allocation must be an Allocation, got 'x'"),
     ],
 )
 def test_errors_say_why(kwargs: dict, match: str) -> None:

@@ -8,12 +8,13 @@ assignment, bounded by the layout's rules), shards moved where coordinates chang
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
 from .._errors import TopologyError
 from .._megatron.topology import Topology
+from .._preflight.allocation.model import Allocation
 from .shards import replica_axis, shard_digits, shard_key
 
 __all__ = ["Candidate", "drop", "shrink", "spares"]
@@ -154,12 +155,13 @@ def spares(
     lost: frozenset[int],
     gpus_per_node: int,
     spare_hosts: Sequence[int],
-    allocation: Mapping[int, Hashable] | None,
+    allocation: Allocation | None,
 ) -> Candidate:
     """A spare host takes each lost host's place; the layout and every rank number stay.
 
-    A lost host's spare is the first unused one in its allocation domain (NVLink domain or
-    rack, ``allocation[host]``), else the first unused one.
+    A lost host's spare is the first unused one sharing its innermost domain in
+    ``allocation`` (its NVLink domain, else its rack, ...; host ``h`` is
+    ``allocation.hosts[h]``), else the first unused one.
 
     Raises:
         TopologyError: when there are fewer spares than lost hosts.
@@ -174,10 +176,7 @@ def spares(
     free = list(spare_hosts)
     pairs = []
     for host in lost_hosts:
-        where = None if allocation is None else allocation.get(host)
-        near = [s for s in free if where is not None and allocation is not None]
-        near = [s for s in near if allocation is not None and allocation.get(s) == where]
-        chosen = (near or free)[0]
+        chosen = min(free, key=lambda s: (_distance(allocation, host, s), free.index(s)))
         free.remove(chosen)
         pairs.append((host, chosen))
     replaced = {h for h, _ in pairs}
@@ -191,6 +190,15 @@ def spares(
     return Candidate(
         "spares", topo, mapping, fresh, _holders(topo, topo, mapping, fresh), tuple(pairs)
     )
+
+
+def _distance(allocation: Allocation | None, host: int, spare: int) -> int:
+    """The innermost tier whose domain ``host`` and ``spare`` share (tiers + 1 if none)."""
+    if allocation is None:
+        return 0
+    a, b = allocation.hosts[host].domains, allocation.hosts[spare].domains
+    shared = [t for t, (x, y) in enumerate(zip(a, b, strict=False)) if x is not None and x == y]
+    return shared[0] if shared else len(allocation.tiers) + 1
 
 
 def shrink(topo: Topology, lost: frozenset[int]) -> Candidate:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable
 
 import attrs
 
 from .._args import show
 from .._errors import TopologyError
 from .._megatron.topology import Topology
+from .._preflight.allocation.model import Allocation
 from . import policies
 from .communicators import KindChange, classify
 from .policies import Candidate
@@ -103,16 +104,18 @@ def reshape(
     lost_ranks: Iterable[int] = (),
     lost_hosts: Iterable[int] = (),
     spares: Iterable[int] = (),
-    allocation: Mapping[int, Hashable] | None = None,
+    allocation: Allocation | None = None,
     policy: str = "auto",
     accumulation: int = 1,
 ) -> Reshape:
     """A re-layout of ``layout`` that goes on without the lost ranks or hosts.
 
     Host ``h`` holds ranks ``offset + h * gpus_per_node`` onwards. Spares are host numbers
-    outside the layout; ``allocation`` maps hosts (lost and spare) to their NVLink domain or
-    rack, and a spare in a lost host's domain is preferred. ``auto`` takes the feasible policy
-    with the fewest rebuilt communicators, then the fewest moved shards, then the most ranks.
+    outside the layout. With an ``allocation`` (host ``h`` is ``allocation.hosts[h]``; its
+    hosts after the layout's are the spares when ``spares`` is empty), a spare sharing a lost
+    host's innermost domain (NVLink domain, then rack, ...) is preferred. ``auto`` takes the
+    feasible policy with the fewest rebuilt communicators, then the fewest moved shards, then
+    the most ranks.
 
     Raises:
         TopologyError: for invalid arguments, or when the job cannot continue (every replica
@@ -147,6 +150,22 @@ def reshape(
     if not lost:
         raise TopologyError("no rank is lost; give lost_ranks or lost_hosts")
     spare = _ranks("spares", spares)
+    if allocation is not None:
+        if not isinstance(allocation, Allocation):
+            raise TopologyError(f"allocation must be an Allocation, got {show(allocation)}")
+        if len(allocation.hosts) < hosts:
+            raise TopologyError(
+                f"the allocation lists {len(allocation.hosts)} hosts but the layout needs "
+                f"{hosts} (world_size {layout.world_size} / gpus_per_node {gpus_per_node}); "
+                "give the allocation the job ran on"
+            )
+        spare = spare or tuple(range(hosts, len(allocation.hosts)))
+        beyond = [s for s in spare if s >= len(allocation.hosts)]
+        if beyond:
+            raise TopologyError(
+                f"spare host {beyond[0]} is not in the allocation's {len(allocation.hosts)} "
+                "hosts; list the spares in the allocation"
+            )
     clash = sorted(set(spare) & set(range(hosts)))
     if clash or len(set(spare)) != len(spare):
         raise TopologyError(
