@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +44,36 @@ def test_bad_ranges_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """A backwards range is a usage error that names it."""
     assert main([*ARGS, "--lost-ranks", "7-3"]) == 2
     assert "range '7-3' runs backwards" in capsys.readouterr().err
+
+
+ALLOCATION = """
+[[tiers]]
+name = "rack"
+
+[[hosts]]
+names = "node[1-4]"
+gpus = 8
+domains = { rack = "r1" }
+
+[[hosts]]
+name = "spare-far"
+gpus = 8
+domains = { rack = "r2" }
+
+[[hosts]]
+name = "spare-near"
+gpus = 8
+domains = { rack = "r1" }
+"""
+
+
+def test_allocation_spares_prefer_the_lost_host_rack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The allocation's hosts after the layout's are spares; the one in the lost rack wins."""
+    path = tmp_path / "alloc.toml"
+    path.write_text(ALLOCATION)
+    args = ["reshape", "-w", "32", "--tp", "8", "--gpus-per-node", "8", "--lost", "1"]
+    assert main([*args, "--allocation", str(path), "--policy", "spares"]) == 0
+    out = capsys.readouterr().out
+    assert "  node1 slots=8\n  spare-near slots=8\n  node3 slots=8\n  node4 slots=8" in out

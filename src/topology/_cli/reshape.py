@@ -8,9 +8,11 @@ gives one object (``new``, ``rank_of``, ``keeps_shard``, ``active``, ``communica
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from .._reshape.reshape import POLICIES, Reshape, reshape
+from .allocation_args import add_allocation_arguments, allocation_from_args
 from .common import (
     add_layout_arguments,
     add_output_arguments,
@@ -66,7 +68,11 @@ def register(subparsers: Any) -> None:
     lost.add_argument("--lost-ranks", type=_ranges, metavar="RANGES", help="lost ranks (0-7,12)")
     lost.add_argument("--lost", type=_ranges, metavar="HOSTS", help="lost host numbers (3,5-6)")
     parser.add_argument(
-        "--spares", type=_ranges, default=[], metavar="HOSTS", help="spare host numbers"
+        "--spares",
+        type=_ranges,
+        default=[],
+        metavar="HOSTS",
+        help="spare host numbers (default with an allocation: its hosts after the layout's)",
     )
     parser.add_argument("--policy", choices=POLICIES, default="auto")
     parser.add_argument(
@@ -76,25 +82,29 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="gradient-accumulation steps now (the global batch to keep)",
     )
+    add_allocation_arguments(parser)
     add_output_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the re-layout."""
+    allocation = allocation_from_args(args)
     result = reshape(
         topology_from_args(args),
         gpus_per_node=args.gpus_per_node,
         lost_ranks=args.lost_ranks or (),
         lost_hosts=args.lost or (),
         spares=args.spares,
+        allocation=allocation,
         policy=args.policy,
         accumulation=args.accumulation,
     )
     if args.json:
         write_json("reshape", _document(result))
         return 0
-    print("\n".join(_text(result, args.gpus_per_node, terminal_width())))
+    names = None if allocation is None else [h.name for h in allocation.hosts]
+    print("\n".join(_text(result, args.gpus_per_node, names, terminal_width())))
     return 0
 
 
@@ -114,8 +124,9 @@ def _document(r: Reshape) -> dict[str, Any]:
     }
 
 
-def _hostfile(r: Reshape, gpus: int) -> list[str]:
-    """One line per new host: the old (or spare) host whose GPUs run those new ranks."""
+def _hostfile(r: Reshape, gpus: int, names: Sequence[str] | None) -> list[str]:
+    """One line per new host: the old (or spare) host whose GPUs run those new ranks (its
+    allocation name, else ``host<number>``)."""
     offset = r.old.rank_offset
     spare = dict(r.replaced)
     host_of = {}
@@ -129,12 +140,12 @@ def _hostfile(r: Reshape, gpus: int) -> list[str]:
     lines = []
     for first in range(0, r.new.world_size, gpus):
         hosts = {host_of.get(n, -1) for n in range(first, min(first + gpus, r.new.world_size))}
-        name = " ".join(f"host{h}" for h in sorted(hosts))
+        name = " ".join(f"host{h}" if names is None else names[h] for h in sorted(hosts))
         lines.append(f"{name} slots={gpus}" + ("  (mixed)" if len(hosts) > 1 else ""))
     return lines
 
 
-def _text(r: Reshape, gpus: int, width: int) -> list[str]:
+def _text(r: Reshape, gpus: int, names: Sequence[str] | None, width: int) -> list[str]:
     lines = [
         f"policy {r.policy}: {r.old} -> {r.new}",
         f"{len(r.lost)} ranks lost; {r.active} survivors active, {r.kept} keep their shard; "
@@ -148,7 +159,7 @@ def _text(r: Reshape, gpus: int, width: int) -> list[str]:
     lines += [f"  new rank {new} <- old rank {old}" for new, old in r.sources[:8]]
     if len(r.sources) > 8:
         lines.append(f"  ... and {len(r.sources) - 8} more")
-    hostfile = _hostfile(r, gpus)
+    hostfile = _hostfile(r, gpus, names)
     lines += ["", f"new hostfile ({len(hostfile)} hosts):"]
     lines += ["  " + h for h in hostfile[:16]]
     if len(hostfile) > 16:
