@@ -12,7 +12,8 @@ Per row, over every kind: communicators reused (an old group, mapped), shrunk (a
 minus the ranks that leave) and rebuilt (anything else), counted here independently of
 ``reshape``'s own counts (sets of mapped groups), the active survivors that keep their shard
 coordinates (every axis but dp / edp) and those that change pipeline stage. Then the median
-time of ``reshape`` at W = 131,072 (same layout), and at 16,384 as the in-run baseline.
+time of ``reshape`` at W = 131,072 (same layout; wall and this process's CPU time, which a
+shared machine disturbs less), and at 16,384 as the in-run baseline.
 Prints a table and writes ``benchmarks/results/bench_reshape.json``.
 
 Run: ``python benchmarks/bench_reshape.py`` (``--quick``: 1 timing run, W = 32,768 for the big one).
@@ -21,7 +22,10 @@ Run: ``python benchmarks/bench_reshape.py`` (``--quick``: 1 timing run, W = 32,7
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from _timing import median_seconds, write_result
@@ -93,6 +97,16 @@ def rows(world: int) -> list[dict[str, Any]]:
     return out
 
 
+def _median_cpu(fn: Callable[[], object], repeat: int) -> float:
+    """The median CPU time of ``repeat`` calls (this process; robust to a shared machine)."""
+    times = []
+    for _ in range(repeat):
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 timing run, smaller big W")
@@ -114,13 +128,16 @@ def main() -> None:
             f"{row['method']:16} {row['reuse']:>7} {row['shrink']:>7} {row['rebuild']:>8} "
             f"{share:>13.2f}% {row['stage_moved']:>12}"
         )
-    timings = {}
+    timings, cpu = {}, {}
     for world in (16384, big):
         topo = Topology(world, tp=8, pp=8)
-        timings[world] = median_seconds(
-            lambda t=topo: reshape(t, lost_hosts=[LOST_HOST], gpus_per_node=GPUS), repeat
+        call = partial(reshape, topo, lost_hosts=[LOST_HOST], gpus_per_node=GPUS)
+        timings[world] = median_seconds(call, repeat)
+        cpu[world] = _median_cpu(call, repeat)
+        print(
+            f"reshape at W = {world:,}: {timings[world]:.3f} s wall, {cpu[world]:.3f} s CPU "
+            f"(medians of {repeat})"
         )
-        print(f"reshape at W = {world:,}: {timings[world]:.3f} s (median of {repeat})")
     ratio = timings[big] / timings[16384]
     print(f"ratio {big:,} / 16,384: {ratio:.1f}x for {big // 16384}x the ranks")
     write_result(
@@ -128,6 +145,7 @@ def main() -> None:
         {
             "rows": table,
             "seconds": {str(k): v for k, v in timings.items()},
+            "cpu_seconds": {str(k): v for k, v in cpu.items()},
             "repeat": repeat,
             "ratio": ratio,
         },

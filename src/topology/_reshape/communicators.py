@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from itertools import chain, compress, repeat
+from operator import add
 
 import attrs
 
@@ -45,13 +48,17 @@ def classify(
             old_of[target - new_offset] = local
     for rank in fresh:
         old_of[rank - new_offset] = -1
+    alive = [target is not None for target in rank_of]
     changes = []
     for kind in new.kinds:
         if kind not in old.kinds:
             changes.append(KindChange(kind, 0, 0, len(new.groups(kind))))
             continue
-        if old.size(kind) == new.size(kind) == 1 and new.kind(kind).grid is not None:
-            changes.append(_singletons(kind, old_of, rank_of))
+        if old.kind(kind).grid is not None and new.kind(kind).grid is not None:
+            if old.size(kind) == new.size(kind) == 1:
+                changes.append(_singletons(kind, old_of, rank_of))
+            else:
+                changes.append(_grid_kind(old, new, kind, old_of, alive))
             continue
         label = [-1] * old.world_size
         olds = old.groups(kind)
@@ -89,3 +96,50 @@ def _singletons(kind: str, old_of: Sequence[int], rank_of: Sequence[int | None])
     reuse = sum(1 for source in old_of if source >= 0)
     gone = sum(1 for target in rank_of if target is None)
     return KindChange(kind, reuse, 0, len(old_of) - reuse, gone)
+
+
+def _labels(topo: Topology, kind: str) -> list[int]:
+    """Each local rank's group index for a grid kind: the other axes' coordinates read as a
+    mixed-radix number, innermost fastest (the order of ``Grid.groups``), built from repeated
+    blocks rather than rank by rank."""
+    described = topo.kind(kind)
+    assert described.grid is not None  # a grid kind
+    _, outer = described.grid.digits(*described.axes)
+    world = topo.world_size
+    labels = [0] * world
+    weight = 1
+    for size, stride in outer:
+        if size > 1:
+            block = list(chain.from_iterable(repeat(c * weight, stride) for c in range(size)))
+            labels = list(map(add, labels, block * (world // (size * stride))))
+            weight *= size
+    return labels
+
+
+def _grid_kind(
+    old: Topology, new: Topology, kind: str, old_of: Sequence[int], alive: Sequence[bool]
+) -> KindChange:
+    """``classify`` for a grid kind, from group labels computed by arithmetic, not enumeration."""
+    old_label, new_label = _labels(old, kind), _labels(new, kind)
+    old_size, new_size = old.size(kind), new.size(kind)
+    active = Counter(compress(old_label, alive))
+    came = list(map([*old_label, -1].__getitem__, old_of))  # -1 (fresh) reads the last item
+    sources: dict[int, set[int]] = {}
+    for pair in set(zip(new_label, came, strict=True)):
+        sources.setdefault(pair[0], set()).add(pair[1])
+    reuse = shrink = rebuild = 0
+    shrinks = []
+    offset = old.rank_offset
+    for group in range(new.world_size // new_size):
+        (index, *more) = sources[group]
+        if more or index < 0 or active[index] != new_size:
+            rebuild += 1
+        elif active[index] == old_size:
+            reuse += 1
+        else:
+            shrink += 1
+            members = old.groups(kind)[index]
+            leave = tuple(i for i, r in enumerate(members) if not alive[r - offset])
+            shrinks.append((index, leave))
+    gone = old.world_size // old_size - len(active)
+    return KindChange(kind, reuse, shrink, rebuild, gone, tuple(shrinks))
