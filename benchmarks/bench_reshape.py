@@ -51,7 +51,9 @@ def shift_left(topo: Topology, lost: set[int]) -> tuple[Topology, list[int | Non
 def count(old: Topology, new: Topology, rank_of: Sequence[int | None]) -> dict[str, Any]:
     """Communicators reused / shrunk / rebuilt over every kind, shards kept, stages moved."""
     totals = {"reuse": 0, "shrink": 0, "rebuild": 0}
+    kinds: dict[str, dict[str, int]] = {}
     for kind in new.kinds:
+        kinds[kind] = {"reuse": 0, "shrink": 0, "rebuild": 0}
         whole, part = set(), set()
         for group in old.groups(kind):
             mapped = [rank_of[r] for r in group]
@@ -61,6 +63,7 @@ def count(old: Topology, new: Topology, rank_of: Sequence[int | None]) -> dict[s
             key = tuple(group)
             bucket = "reuse" if key in whole else "shrink" if key in part else "rebuild"
             totals[bucket] += 1
+            kinds[kind][bucket] += 1
     active = keep = moved_stage = 0
     for rank, target in enumerate(rank_of):
         if target is None:
@@ -69,7 +72,13 @@ def count(old: Topology, new: Topology, rank_of: Sequence[int | None]) -> dict[s
         a, b = old.dense.coord(rank), new.dense.coord(target)
         keep += all(a[x] == b[x] for x in a if x != "dp")
         moved_stage += a["pp"] != b["pp"]
-    return {**totals, "active": active, "keeps_shard": keep, "stage_moved": moved_stage}
+    return {
+        **totals,
+        "active": active,
+        "keeps_shard": keep,
+        "stage_moved": moved_stage,
+        "kinds": kinds,
+    }
 
 
 def rows(world: int) -> list[dict[str, Any]]:
