@@ -174,3 +174,15 @@ def test_moe_drops_an_aligned_block_of_replicas() -> None:
     assert (r.policy, r.new.dp, r.active, r.kept) == ("drop", 14, 28, 28)
     assert (r.rank_of(0), r.rank_of(4), r.rank_of(6)) == (None, 0, 2)
     assert r.counts()["rebuild"] == 0
+
+
+def test_kind_table_marks_the_data_parallel_kinds_by_their_axes() -> None:
+    """A grid row is data-parallel iff it spans dp or edp; a replica row spans nothing else."""
+    from topology._megatron.kinds import TABLE
+
+    for spec in TABLE:
+        if spec.grid is not None:
+            spans = bool({"dp", "edp"} & set(spec.axes))
+            assert (spec.data_parallel is not None) == spans, spec.name
+            if spec.data_parallel == "replica":
+                assert len(spec.axes) == 1, spec.name
