@@ -31,7 +31,7 @@ from topology.strategies import topologies
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = REPO / "docs" / "schema" / "cli.schema.json"
 SCHEMA: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-COMMANDS = ("show", "groups", "rank", "check", "place", "simulate", "plan")
+COMMANDS = ("show", "groups", "rank", "check", "place", "simulate", "plan", "reshape")
 MODULE_DOCUMENTS = ("check-modules", "place-modules")
 """The documents of ``check --modules`` and ``place --modules`` (tested in test_modules_cli.py)."""
 
@@ -104,6 +104,23 @@ MORE_EXAMPLES = [
         "--json",
     ],
     ["plan", "-w", "64", "--gpus-per-node", "8", "--model", "mixtral-8x7b", "--json"],
+    ["reshape", "-w", "32", "--tp", "8", "--gpus-per-node", "8", "--lost", "1", "--json"],
+    [
+        "reshape",
+        "-w",
+        "16",
+        "--tp",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--lost-ranks",
+        "5",
+        "--spares",
+        "4",
+        "--policy",
+        "spares",
+        "--json",
+    ],
 ]
 
 

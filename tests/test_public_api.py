@@ -29,6 +29,7 @@ EXPECTED = [
     "RankInfo",
     "RankMap",
     "Report",
+    "Reshape",
     "Tier",
     "Topology",
     "TopologyError",
@@ -45,6 +46,7 @@ EXPECTED = [
     "read_hostfile",
     "read_slurm_topology",
     "read_topograph",
+    "reshape",
 ]
 
 

@@ -39,6 +39,7 @@ from ._preflight.modules.report import ModulesReport
 from ._preflight.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
+from ._reshape.reshape import Reshape, reshape
 
 __all__ = [
     "Allocation",
@@ -64,6 +65,7 @@ __all__ = [
     "RankInfo",
     "RankMap",
     "Report",
+    "Reshape",
     "Tier",
     "Topology",
     "TopologyError",
@@ -80,6 +82,7 @@ __all__ = [
     "read_hostfile",
     "read_slurm_topology",
     "read_topograph",
+    "reshape",
 ]
 
 __version__ = "0.1.0"

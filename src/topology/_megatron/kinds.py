@@ -48,6 +48,7 @@ __all__ = [
     "Kind",
     "KindSpec",
     "canonical_kind",
+    "data_parallel_role",
     "spec_of",
 ]
 
@@ -77,6 +78,10 @@ class KindSpec:
     needs: Literal["dist_opt_instances", "hcp_sizes", "dp_split", "gtp", "egtp"] | None = None
     aliases: tuple[str, ...] = ()
     """Other names users know the kind by (torchtitan's ``dp_shard``), beyond Megatron's."""
+    data_parallel: Literal["replica", "family"] | None = None
+    """``"replica"``: the members hold copies of one shard (the kind spans a replicate axis
+    alone, its axis is no shard coordinate); ``"family"``: the groups span data-parallel
+    replicas (dropping a replica shrinks them); None: neither."""
 
     def names(self, topo: Layout) -> tuple[str, ...]:
         """The concrete kinds this row gives ``topo`` (none when it does not apply)."""
@@ -186,23 +191,29 @@ def _gtp(name: str, axes: tuple[str, ...], *megatron: str) -> KindSpec:
     return KindSpec(name, megatron, grid=grid, axes=axes, needs=needs)
 
 
+def _dp(spec: KindSpec, role: Literal["replica", "family"]) -> KindSpec:
+    """``spec`` marked as a data-parallel kind (see :attr:`KindSpec.data_parallel`)."""
+    return attrs.evolve(spec, data_parallel=role)
+
+
 def _dist_opt(name: str, derived: Derived, *megatron: str) -> KindSpec:
     return KindSpec(name, megatron, derived=derived, needs="dist_opt_instances")
 
 
 TABLE: tuple[KindSpec, ...] = (
     _gtp("gtp", ("gtp",), "gtp_remat"),
-    _dense("dp-cp", ("dp", "cp"), "dp_cp"),
+    _dp(_dense("dp-cp", ("dp", "cp"), "dp_cp"), "family"),
     KindSpec(
         "intra-dp-cp",
         ("intra_dp_cp",),
         derived=INTRA_DP_CP,
         needs="dist_opt_instances",
         aliases=("dp-shard-cp", "dp_shard_cp"),
+        data_parallel="family",
     ),
-    _dense("dp", ("dp",)),
-    _gtp("gtp-dp", ("gtp", "dp"), "gtp_remat_dp"),
-    _gtp("gtp-dp-cp", ("gtp", "dp", "cp"), "gtp_remat_dp_cp"),
+    _dp(_dense("dp", ("dp",)), "replica"),
+    _dp(_gtp("gtp-dp", ("gtp", "dp"), "gtp_remat_dp"), "family"),
+    _dp(_gtp("gtp-dp-cp", ("gtp", "dp", "cp"), "gtp_remat_dp_cp"), "family"),
     _dense("cp", ("cp",)),
     KindSpec("hcp-<level>", derived=HCP_LEVEL, needs="hcp_sizes"),
     _dense("tp-pp", ("tp", "gtp", "pp"), "mp"),
@@ -210,8 +221,8 @@ TABLE: tuple[KindSpec, ...] = (
     _dense("pp", ("pp",)),
     KindSpec("embedding", ("embd",), derived=EMBEDDING),
     KindSpec("position-embedding", ("pos_embd",), derived=POSITION_EMBEDDING),
-    _dense("tp-dp-cp", ("tp", "gtp", "dp", "cp"), "tp_dp_cp"),
-    _dense("tp-dp", ("tp", "gtp", "dp"), "tp_dp", "tensor_and_data"),
+    _dp(_dense("tp-dp-cp", ("tp", "gtp", "dp", "cp"), "tp_dp_cp"), "family"),
+    _dp(_dense("tp-dp", ("tp", "gtp", "dp"), "tp_dp", "tensor_and_data"), "family"),
     _dense("tp-cp", ("tp", "cp"), "tp_cp"),
     _gtp("egtp", ("egtp",), "expt_gtp_remat"),
     _expert("ep", ("ep",), ()),
@@ -219,13 +230,25 @@ TABLE: tuple[KindSpec, ...] = (
     _expert("etp-ep", ("etp", "ep"), ("tp",), "tp_ep"),
     _expert("etp-ep-pp", ("etp", "ep", "pp"), ("tp", "pp"), "tp_ep_pp"),
     _gtp("etp-ep-egtp-pp", ("etp", "ep", "egtp", "pp"), "tp_ep_gtp_remat_pp"),
-    _expert("edp", ("edp",), ("dp", "cp"), "expt_dp"),
-    _dist_opt("intra-edp", INTRA_EDP, "intra_expt_dp"),
-    _dist_opt("inter-edp", INTER_EDP, "inter_dist_opt"),
-    _gtp("egtp-edp", ("egtp", "edp"), "ep_gtp_remat_dp"),
-    _dist_opt("intra-dist-opt", INTRA_DIST_OPT, "intra_dist_opt"),
-    KindSpec("dp-shard", derived=DP_SHARD, needs="dp_split", aliases=("dp_shard",)),
-    KindSpec("dp-replicate", derived=DP_REPLICATE, needs="dp_split", aliases=("dp_replicate",)),
+    _dp(_expert("edp", ("edp",), ("dp", "cp"), "expt_dp"), "replica"),
+    _dp(_dist_opt("intra-edp", INTRA_EDP, "intra_expt_dp"), "family"),
+    _dp(_dist_opt("inter-edp", INTER_EDP, "inter_dist_opt"), "family"),
+    _dp(_gtp("egtp-edp", ("egtp", "edp"), "ep_gtp_remat_dp"), "family"),
+    _dp(_dist_opt("intra-dist-opt", INTRA_DIST_OPT, "intra_dist_opt"), "family"),
+    KindSpec(
+        "dp-shard",
+        derived=DP_SHARD,
+        needs="dp_split",
+        aliases=("dp_shard",),
+        data_parallel="family",
+    ),
+    KindSpec(
+        "dp-replicate",
+        derived=DP_REPLICATE,
+        needs="dp_split",
+        aliases=("dp_replicate",),
+        data_parallel="family",
+    ),
 )
 """Every kind, in Megatron's creation order (the order of ``Topology.kinds``), then the kinds
 Megatron does not create (torchtitan's replicate x shard split of dp). Megatron creates the
@@ -288,6 +311,15 @@ def spec_of(name: str) -> KindSpec:
         if name.startswith(stem) and name[len(stem) :].isdigit():
             return family
     raise KeyError(name)
+
+
+def data_parallel_role(name: str) -> Literal["replica", "family"] | None:
+    """Whether kind ``name`` holds replicas of one shard, spans replicas, or neither.
+
+    >>> data_parallel_role("dp"), data_parallel_role("tp-dp"), data_parallel_role("tp")
+    ('replica', 'family', None)
+    """
+    return spec_of(name).data_parallel
 
 
 def kinds_of(topo: Layout) -> tuple[str, ...]:

@@ -1,0 +1,232 @@
+"""The three ways to go on after a loss, each giving a candidate re-layout (private).
+
+``drop``: drop the data-parallel replicas that lost a rank (in the smallest aligned blocks that
+keep every shard coordinate); ``spares``: a spare host takes each lost host's place;
+``shrink``: survivors shifted left onto the largest valid layout (nvidia-resiliency-ext's
+assignment, bounded by the layout's rules), shards moved where coordinates change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from .._errors import TopologyError
+from .._megatron.topology import Topology
+from .._preflight.allocation.model import Allocation
+from .shards import replica_axis, shard_digits, shard_key
+
+__all__ = ["Candidate", "drop", "shrink", "spares"]
+
+
+@attrs.frozen
+class Candidate:
+    """A re-layout before its communicators are counted."""
+
+    policy: str
+    new: Topology
+    rank_of: tuple[int | None, ...]
+    fresh: tuple[int, ...] = ()
+    """New ranks that start as new processes (a spare's ranks)."""
+    sources: tuple[tuple[int, int], ...] = ()
+    """``(new rank, old rank)``: the surviving old rank holding what that new rank needs."""
+    hosts: tuple[tuple[int, int], ...] = ()
+    """``(lost host, spare host)`` replacements."""
+
+
+def _evolve(topo: Topology, world_size: int) -> Topology:
+    """``topo`` at another world size, everything else kept (dp derived again)."""
+    return Topology.from_dict({**topo.to_dict(), "world_size": world_size, "dp": None})
+
+
+def _holders(
+    old: Topology, new: Topology, rank_of: Sequence[int | None], needs: Sequence[int]
+) -> tuple[tuple[int, int], ...]:
+    """For each new rank in ``needs``, a surviving old rank with its shard coordinates.
+
+    Raises:
+        TopologyError: when no survivor holds one of them (every replica of it is lost).
+    """
+    old_digits, new_digits = shard_digits(old), shard_digits(new)
+    holder: dict[tuple[int, ...], int] = {}
+    for local, target in enumerate(rank_of):
+        if target is not None:
+            holder.setdefault(shard_key(old_digits, local), old.rank_offset + local)
+    found = []
+    for rank in needs:
+        key = shard_key(new_digits, rank - new.rank_offset)
+        if key not in holder:
+            axes = ", ".join(f"{size}x" for size, _ in new_digits) or "one shard"
+            raise TopologyError(
+                f"every replica of the shard of new rank {rank} (shard coordinates {key} of "
+                f"{axes}) is lost, so the model cannot be rebuilt; restart from a checkpoint"
+            )
+        found.append((rank, holder[key]))
+    return tuple(found)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def drop(topo: Topology, lost: frozenset[int]) -> Candidate:
+    """Drop the data-parallel replicas (aligned blocks of them) that hold a lost rank.
+
+    Algorithm: with the dense replica axis of size ``dp`` and stride ``s``, a rank's replica is
+    ``((r - offset) // s) % dp``; for the smallest block ``b | dp`` whose aligned blocks with a
+    lost replica can be dropped while the layout stays valid and every survivor keeps its
+    expert coordinates, the kept replicas are renumbered ``0..dp'-1`` in order and every other
+    coordinate is kept: ``new = offset + sum(c_a * stride'_a)``.
+
+    Raises:
+        TopologyError: when every replica holds a lost rank, or no block keeps a valid layout.
+    """
+    axis = replica_axis(topo)
+    grid = topo.dense
+    index = grid.axes.index(axis)
+    size, stride = grid.shape[index], grid.strides[index]
+    offset = topo.rank_offset
+    hit = sorted({((r - offset) // stride) % size for r in lost})
+    reason = ""
+    for block in _divisors(size):
+        gone = {d for h in hit for d in range(h // block * block, (h // block + 1) * block)}
+        kept = [d for d in range(size) if d not in gone]
+        if not kept:
+            raise TopologyError(
+                f"every one of the {size} data-parallel replicas holds a lost rank "
+                f"(lost replicas {hit}), so no replica of the model survives; use spares "
+                "or restart from a checkpoint"
+            )
+        try:
+            new = _evolve(topo, topo.world_size // size * len(kept))
+        except TopologyError as error:
+            reason = str(error)
+            continue
+        mapping = _drop_map(topo, new, axis, {d: j for j, d in enumerate(kept)})
+        if _keeps_shards(topo, new, mapping):
+            return Candidate("drop", new, mapping)
+        reason = "dropping whole replicas moves expert coordinates"
+    raise TopologyError(
+        f"dropping the replicas {hit} of {size} leaves no valid layout ({reason}); "
+        "use spares or the shrink policy"
+    )
+
+
+def _drop_map(
+    old: Topology, new: Topology, axis: str, renumber: Mapping[int, int]
+) -> tuple[int | None, ...]:
+    """Old local rank -> new rank, keeping every dense coordinate but the renumbered replica."""
+    grid, fresh = old.dense, new.dense
+    strides = dict(zip(fresh.axes, fresh.strides, strict=True))
+    parts = [
+        (size, stride, strides[name], name == axis)
+        for name, size, stride in zip(grid.axes, grid.shape, grid.strides, strict=True)
+    ]
+    offset = new.rank_offset
+    out: list[int | None] = []
+    for local in range(old.world_size):
+        rank: int | None = offset
+        for size, stride, target, is_axis in parts:
+            c = (local // stride) % size
+            if is_axis:
+                if c not in renumber:
+                    rank = None
+                    break
+                c = renumber[c]
+            rank += c * target  # type: ignore[operator]
+        out.append(rank)
+    return tuple(out)
+
+
+def _keeps_shards(old: Topology, new: Topology, mapping: Sequence[int | None]) -> bool:
+    """True if every mapped rank has the same shard coordinates in both layouts (the dense
+    ones are kept by construction, so only the expert grid's are compared, digit by digit)."""
+    pairs = [(local, t - new.rank_offset) for local, t in enumerate(mapping) if t is not None]
+    olds, news = [p[0] for p in pairs], [p[1] for p in pairs]
+    digits = zip(shard_digits(old, dense=False), shard_digits(new, dense=False), strict=True)
+    return all(
+        [(x // a) % n for x in olds] == [(y // b) % n for y in news] for (n, a), (_, b) in digits
+    )
+
+
+def spares(
+    topo: Topology,
+    lost: frozenset[int],
+    gpus_per_node: int,
+    spare_hosts: Sequence[int],
+    allocation: Allocation | None,
+) -> Candidate:
+    """A spare host takes each lost host's place; the layout and every rank number stay.
+
+    A lost host's spare is the first unused one sharing its innermost domain in
+    ``allocation`` (its NVLink domain, else its rack, ...; host ``h`` is
+    ``allocation.hosts[h]``), else the first unused one.
+
+    Raises:
+        TopologyError: when there are fewer spares than lost hosts.
+    """
+    offset = topo.rank_offset
+    lost_hosts = sorted({(r - offset) // gpus_per_node for r in lost})
+    if len(spare_hosts) < len(lost_hosts):
+        raise TopologyError(
+            f"{len(lost_hosts)} hosts are lost ({lost_hosts}) but only {len(spare_hosts)} "
+            "spares are given; give more spares or use the drop policy"
+        )
+    free = list(spare_hosts)
+    pairs = []
+    for host in lost_hosts:
+        chosen = min(free, key=lambda s: (_distance(allocation, host, s), free.index(s)))
+        free.remove(chosen)
+        pairs.append((host, chosen))
+    replaced = {h for h, _ in pairs}
+    mapping = tuple(
+        None if local // gpus_per_node in replaced else offset + local
+        for local in range(topo.world_size)
+    )
+    fresh = tuple(
+        offset + h * gpus_per_node + g for h in sorted(replaced) for g in range(gpus_per_node)
+    )
+    return Candidate(
+        "spares", topo, mapping, fresh, _holders(topo, topo, mapping, fresh), tuple(pairs)
+    )
+
+
+def _distance(allocation: Allocation | None, host: int, spare: int) -> int:
+    """The innermost tier whose domain ``host`` and ``spare`` share (tiers + 1 if none)."""
+    if allocation is None:
+        return 0
+    a, b = allocation.hosts[host].domains, allocation.hosts[spare].domains
+    shared = [t for t, (x, y) in enumerate(zip(a, b, strict=False)) if x is not None and x == y]
+    return shared[0] if shared else len(allocation.tiers) + 1
+
+
+def shrink(topo: Topology, lost: frozenset[int]) -> Candidate:
+    """Shift the survivors left onto the largest valid layout with fewer replicas.
+
+    Raises:
+        TopologyError: when the survivors cannot hold one model replica, or a moved shard has
+            no surviving holder.
+    """
+    offset = topo.rank_offset
+    alive = [r for r in range(offset, offset + topo.world_size) if r not in lost]
+    replica = topo.world_size // topo.dp
+    for count in range(len(alive) // replica, 0, -1):
+        try:
+            new = _evolve(topo, count * replica)
+        except TopologyError:
+            continue
+        position = {r: offset + i for i, r in enumerate(alive[: new.world_size])}
+        mapping = tuple(position.get(offset + local) for local in range(topo.world_size))
+        a, b = shard_digits(topo), shard_digits(new)
+        moved = [
+            t
+            for local, t in enumerate(mapping)
+            if t is not None and shard_key(a, local) != shard_key(b, t - offset)
+        ]
+        return Candidate("shrink", new, mapping, (), _holders(topo, new, mapping, moved))
+    raise TopologyError(
+        f"{len(alive)} ranks survive but one model replica needs {replica} "
+        f"(world_size {topo.world_size} / dp {topo.dp}) and no smaller valid layout fits; "
+        "add hosts or restart with less model parallelism"
+    )
