@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology import Allocation, Host, Reshape, Tier, Topology, TopologyError, reshape
+from topology import Allocation, Host, Reshape, Tier, Topology, TopologyError, check, reshape
 from topology.strategies import topologies
 
 FEW = settings(max_examples=25, deadline=None)
@@ -186,3 +186,24 @@ def test_kind_table_marks_the_data_parallel_kinds_by_their_axes() -> None:
             assert (spec.data_parallel is not None) == spans, spec.name
             if spec.data_parallel == "replica":
                 assert len(spec.axes) == 1, spec.name
+
+
+@pytest.mark.parametrize("policy", ["drop", "shrink"])
+def test_new_rank_map_launches_and_passes_check(policy: str) -> None:
+    """Each surviving host's active ranks form one aligned block of new ranks, so the hosts in
+    new-rank order are a launch (rank r on host r // G), and that rank map passes ``check``."""
+    gpus = 8
+    topo = Topology(512, tp=8, pp=4)
+    r = reshape(topo, lost_hosts=[3], gpus_per_node=gpus, policy=policy)
+    blocks: dict[int, int] = {}  # first new rank of a host's block -> old host
+    for host in range(topo.world_size // gpus):
+        new = [r.rank_of(host * gpus + g) for g in range(gpus)]
+        if all(n is None for n in new):
+            continue
+        assert None not in new and new == list(range(new[0], new[0] + gpus)), (host, new)
+        assert new[0] % gpus == 0
+        blocks[new[0]] = host
+    assert sorted(blocks) == list(range(0, r.new.world_size, gpus))
+    hosts = [Host(f"n{blocks[first]}", gpus, ()) for first in sorted(blocks)]
+    report = check(r.new, Allocation(hosts, ()).rank_map(r.new.world_size))
+    assert report.ok, report.errors
