@@ -225,6 +225,7 @@ LAYERS = (
     ("topology._layout",),
     ("topology._megatron",),
     ("topology._preflight",),
+    ("topology._transfer",),
 )
 """The core's layers, lowest first: a module imports only from its own layer or lower ones."""
 

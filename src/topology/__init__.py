@@ -32,6 +32,9 @@ from ._preflight.findings import Finding
 from ._preflight.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
+from ._transfer.params import Param
+from ._transfer.placement import ParamPlacement, ParamShard, param_placement
+from ._transfer.plan import Transfer, TransferOp, transfer
 
 __all__ = [
     "Allocation",
@@ -45,6 +48,9 @@ __all__ = [
     "Host",
     "Kind",
     "Location",
+    "Param",
+    "ParamPlacement",
+    "ParamShard",
     "Pipeline",
     "Placement",
     "RankInfo",
@@ -53,16 +59,20 @@ __all__ = [
     "Tier",
     "Topology",
     "TopologyError",
+    "Transfer",
+    "TransferOp",
     "check",
     "compress_hostlist",
     "crossings",
     "expand_hostlist",
     "hierarchical_groups",
+    "param_placement",
     "place",
     "read_allocation",
     "read_hostfile",
     "read_slurm_topology",
     "read_topograph",
+    "transfer",
 ]
 
 __version__ = "0.1.0"

@@ -30,11 +30,11 @@ from .._layout.grid import Grid
 from .._megatron.topology import Topology
 from .params import Param
 
-__all__ = ["ParamPlacement", "Shard", "layer_chunks", "param_placement", "shard_size"]
+__all__ = ["ParamPlacement", "ParamShard", "layer_chunks", "param_placement", "shard_size"]
 
 
 @attrs.frozen
-class Shard:
+class ParamShard:
     """One slice of a weight and the ranks that hold it.
 
     ``ranges`` are ``[start, stop)`` intervals of the cut dim, one per part, laid one after
@@ -54,20 +54,20 @@ class ParamPlacement:
 
     param: Param
     split: int
-    shards: tuple[Shard, ...]
+    shards: tuple[ParamShard, ...]
     axes: tuple[str, ...]
     """The axes of the holding stage's sub-mesh, outermost first (pp and ep left out)."""
 
     @property
     def dtensor(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         """``(mesh axes, placements)`` as DTensor spells them, or None for fused parts (whose
-        tp split is strided: DTensor's private ``_StridedShard``, not a plain ``Shard``)."""
+        tp split is strided: DTensor's private ``_StridedShard``, not a plain ``ParamShard``)."""
         if len(self.param.part_sizes) > 1 and self.split > 1:
             return None
         row = self.param.row
         cut = "etp" if "etp" in self.axes else "tp"
         place = tuple(
-            f"Shard({self.param.cut_dim})" if axis == cut and row.dim is not None else "Replicate()"
+            f"ParamShard({self.param.cut_dim})" if axis == cut and row.dim is not None else "Replicate()"
             for axis in self.axes
         )
         return self.axes, place
@@ -190,7 +190,7 @@ def param_placement(topology: Topology, param: Param, *, num_layers: int) -> Par
                 (o + index * (n // split), o + (index + 1) * (n // split))
                 for o, n in zip(offsets, param.part_sizes, strict=True)
             )
-            shards.append(Shard(index, stage, chunk, grid.matching(**fixed), ranges))
+            shards.append(ParamShard(index, stage, chunk, grid.matching(**fixed), ranges))
     assert sum(hi - lo for lo, hi in shards[0].ranges) == width
     axes = tuple(a for a in grid.axes if a not in ("pp", "ep"))
     return ParamPlacement(param, split, tuple(shards), axes)
