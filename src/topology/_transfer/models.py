@@ -83,7 +83,6 @@ class Architecture:
             return [norm, *self._dense(f"{at}", self.ffn, layer, itemsize)]
         found = [norm, Param(f"{at}.router.weight", (self.experts, h), itemsize, layer=layer)]
         for e in range(self.experts):
-            expert = {"layer": layer, "expert": e, "num_experts": self.experts}
             found += [
                 Param(
                     f"{at}.experts.local_experts.{e}.linear_fc1.weight",
@@ -91,14 +90,18 @@ class Architecture:
                     itemsize,
                     "expert-column",
                     parts=(self.moe_ffn, self.moe_ffn),
-                    **expert,
+                    layer=layer,
+                    expert=e,
+                    num_experts=self.experts,
                 ),
                 Param(
                     f"{at}.experts.local_experts.{e}.linear_fc2.weight",
                     (h, self.moe_ffn),
                     itemsize,
                     "expert-row",
-                    **expert,
+                    layer=layer,
+                    expert=e,
+                    num_experts=self.experts,
                 ),
             ]
         if self.shared_ffn:
@@ -108,9 +111,7 @@ class Architecture:
     def _dense(self, at: str, ffn: int, layer: int, itemsize: int) -> list[Param]:
         h = self.hidden
         return [
-            Param(
-                f"{at}.linear_fc1.weight", (2 * ffn, h), itemsize, "column", (ffn, ffn), layer
-            ),
+            Param(f"{at}.linear_fc1.weight", (2 * ffn, h), itemsize, "column", (ffn, ffn), layer),
             Param(f"{at}.linear_fc2.weight", (h, ffn), itemsize, "row", layer=layer),
         ]
 

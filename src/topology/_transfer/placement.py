@@ -67,7 +67,7 @@ class ParamPlacement:
         row = self.param.row
         cut = "etp" if "etp" in self.axes else "tp"
         place = tuple(
-            f"ParamShard({self.param.cut_dim})" if axis == cut and row.dim is not None else "Replicate()"
+            f"Shard({self.param.cut_dim})" if axis == cut and row.dim is not None else "Replicate()"
             for axis in self.axes
         )
         return self.axes, place
