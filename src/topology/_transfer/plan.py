@@ -185,8 +185,10 @@ def _tier_of(src: int, dst: int, labels: list[Sequence[int]]) -> int:
 class _Planner:
     """The mutable state of one planning pass: rotation counters and per-rank totals."""
 
-    def __init__(self, src: Topology, dst: Topology, rank_map: RankMap | None) -> None:
-        self.src, self.dst = src, dst
+    def __init__(
+        self, src: Topology, dst: Topology, rank_map: RankMap | None, policy: str = "balanced"
+    ) -> None:
+        self.src, self.dst, self.policy = src, dst, policy
         self.names, self.labels = _levels(rank_map)
         self.domain = self.labels[_nvlink_level(rank_map)] if rank_map is not None else None
         self.rotation: dict[tuple[int, ...], int] = defaultdict(int)
@@ -237,6 +239,9 @@ class _Planner:
             return
         index, lo, hi, src_lo, dst_lo = where
         self.needed[holders] += (hi - lo) * row_bytes * len(need)
+        if self.policy != "balanced":
+            self.baseline(where, row_bytes, holders, need)
+            return
         groups: dict[int, list[int]] = defaultdict(list)
         if self.domain is None:
             groups[0] = need
@@ -268,6 +273,21 @@ class _Planner:
                         )
                     )
             self.rotation[cand] = (start + unit) % len(cand)
+
+    def baseline(
+        self,
+        where: tuple[int, int, int, int, int],
+        row_bytes: int,
+        holders: tuple[int, ...],
+        need: list[int],
+    ) -> None:
+        """The peers' source choices, for comparison: ``first`` (NeMo-RL: the first holder of
+        each slice) or ``round-robin`` (Megatron's resharding: the receiver's position among the
+        receivers, modulo the holders, afresh for every slice)."""
+        index, lo, hi, src_lo, dst_lo = where
+        for position, r in enumerate(need):
+            sender = holders[0] if self.policy == "first" else holders[position % len(holders)]
+            self.rows.append((sender, r, index, lo, hi, src_lo, dst_lo, (hi - lo) * row_bytes))
 
     def stats(self) -> dict[str, Any]:
         """Totals, per-rank maxima, their lower bounds and bytes per tier (see the module)."""
