@@ -1,15 +1,15 @@
 """The transfer plan's balance and rack traffic against the peers' source choices, and its time.
 
 Layouts: NeMo-RL's published refits (Qwen3-4B-like dp8 -> tp8, with the ``llama-7b`` preset in
-place of Qwen3-4B; DSV3 pp16 x ep16 -> tp32 x dp8; tp8 x pp8 x ep32 -> tp16 x dp16, all with
-etp 1 on the training side), each for ``llama-70b`` and ``deepseek-v3`` (and ``llama-7b`` for the
-first), colocated (both layouts on the same ranks, as NeMo-RL runs them: what a rank holds
+place of Qwen3-4B; DSV3 pp16 x ep16 -> tp32 x dp8; tp8 x pp8 x ep32 -> tp16 x dp16, with etp 1
+on both sides and generation ep = tp, the one NeMo-RL's refit accepts), each for ``llama-70b``
+and ``deepseek-v3`` (and ``llama-7b`` for the first), colocated (both layouts on the same ranks, as NeMo-RL runs them: what a rank holds
 already moves nothing) and apart (the generation layout on the next ranks). The ranks run on a
 ragged NVL72 allocation: racks of 18, 18, 16 and 12 four-GPU trays, repeated.
 
 Source choices compared, on the same pieces (so the bytes moved are equal):
 
-- ``ours``: :func:`topology.transfer` (balanced round-robin over every holder, preferring the
+- ``balanced``: :func:`topology.transfer` (balanced round-robin over every holder, preferring the
   receiver's rack);
 - ``first``: NeMo-RL's ``nccl_reshard``, the first holder of each slice;
 - ``round-robin``: Megatron's resharding, the receiver's position modulo the holders, afresh per
@@ -42,17 +42,22 @@ from topology._transfer.plan import _Planner
 
 POLICIES = ("balanced", "first", "round-robin")
 LAYOUTS = [
-    ("dp8 -> tp8", Topology(8), {"tp": 8}, ("llama-7b", "llama-70b", "deepseek-v3")),
+    (
+        "dp8 -> tp8",
+        Topology(8),
+        {"tp": 8, "ep": 8, "etp": 1},
+        ("llama-7b", "llama-70b", "deepseek-v3"),
+    ),
     (
         "pp16 x ep16 -> tp32 x dp8",
         Topology(256, pp=16, ep=16, etp=1),
-        {"tp": 32},
+        {"tp": 32, "ep": 32, "etp": 1},
         ("llama-70b", "deepseek-v3"),
     ),
     (
         "tp8 x pp8 x ep32 -> tp16 x dp16",
         Topology(256, tp=8, pp=8, ep=32, etp=1),
-        {"tp": 16},
+        {"tp": 16, "ep": 16, "etp": 1},
         ("llama-70b", "deepseek-v3"),
     ),
 ]

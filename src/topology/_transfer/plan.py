@@ -3,8 +3,10 @@
 For every weight the cut dims of both layouts are intersected part by part into *pieces*
 ``[lo, hi)``, each held by the ranks of one source shard (its *holders*) and needed by the ranks
 of one destination shard (its *receivers*). A receiver that holds the piece already (colocated
-layouts) needs nothing. The others are grouped by NVLink domain when an allocation is given, and
-draw from the holders in their own domain when there are any, else from every holder.
+layouts) needs nothing. When the allocation has an NVLink tier (an NVL72 rack), the others are
+grouped by its domains and draw from the holders in their own domain when there are any, else
+from every holder. (Hosts alone are not a preference: keeping each host's traffic inside it
+costs balance, 1.12x the bound for Llama-70B tp8 x pp8 -> tp16 on 4-GPU hosts.)
 
 Algorithm (balance): a group of ``R`` receivers served by ``H`` holders cuts the piece into
 ``s = max(1, H // R)`` near-equal sub-pieces along the cut dim; the ``R * s`` units go to the
@@ -164,14 +166,14 @@ def _levels(rank_map: RankMap | None) -> tuple[list[str], list[Sequence[int]]]:
     return names, labels
 
 
-def _nvlink_level(rank_map: RankMap | None) -> int:
-    """The index in :func:`_levels` of the innermost NVLink tier (0, the host, when none)."""
+def _nvlink_level(rank_map: RankMap | None) -> int | None:
+    """The index in :func:`_levels` of the innermost NVLink tier (an NVL72 rack), else None."""
     if rank_map is None:
-        return 0
+        return None
     for position, tier in enumerate(rank_map.tiers):
         if tier.nvlink:
             return position + 1
-    return 0
+    return None
 
 
 def _tier_of(src: int, dst: int, labels: list[Sequence[int]]) -> int:
@@ -190,7 +192,8 @@ class _Planner:
     ) -> None:
         self.src, self.dst, self.policy = src, dst, policy
         self.names, self.labels = _levels(rank_map)
-        self.domain = self.labels[_nvlink_level(rank_map)] if rank_map is not None else None
+        level = _nvlink_level(rank_map)
+        self.domain = self.labels[level] if level is not None else None
         self.rotation: dict[tuple[int, ...], int] = defaultdict(int)
         self.needed: dict[tuple[int, ...], int] = defaultdict(int)
         self.rows: list[_Row] = []
@@ -350,8 +353,9 @@ def transfer(
         src, dst: the two layouts (training and generation, say).
         params: the weights (:class:`Param`), in the order the plan lists them.
         allocation: where ranks run (an :class:`Allocation` of both layouts' ranks, or its
-            :class:`RankMap`): prefers a source in the receiver's NVLink domain and counts bytes
-            per tier (``node``, the allocation's tiers, ``world``).
+            :class:`RankMap`): prefers a source in the receiver's domain of the innermost NVLink
+            tier, if the allocation has one, and counts bytes per tier (``node``, the
+            allocation's tiers, ``world``).
         num_layers: the model's transformer layers (default: one more than the largest
             ``param.layer``).
 
