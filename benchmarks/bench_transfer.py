@@ -3,9 +3,10 @@
 Layouts: NeMo-RL's published refits (Qwen3-4B-like dp8 -> tp8, with the ``llama-7b`` preset in
 place of Qwen3-4B; DSV3 pp16 x ep16 -> tp32 x dp8; tp8 x pp8 x ep32 -> tp16 x dp16, with etp 1
 on both sides and generation ep = tp, the one NeMo-RL's refit accepts), each for ``llama-70b``
-and ``deepseek-v3`` (and ``llama-7b`` for the first), colocated (both layouts on the same ranks, as NeMo-RL runs them: what a rank holds
-already moves nothing) and apart (the generation layout on the next ranks). The ranks run on a
-ragged NVL72 allocation: racks of 18, 18, 16 and 12 four-GPU trays, repeated.
+and ``deepseek-v3`` (and ``llama-7b`` for the first), colocated (both layouts on the same
+ranks, as NeMo-RL runs them: what a rank holds already moves nothing) and apart (the generation
+layout on the next ranks). The ranks run on a ragged NVL72 allocation: racks of 18, 18, 16 and
+12 four-GPU trays, repeated.
 
 Source choices compared, on the same pieces (so the bytes moved are equal):
 
