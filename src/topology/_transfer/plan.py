@@ -94,7 +94,10 @@ class TransferOp:
 class Transfer:
     """A plan from :func:`transfer`: its operations (in a deterministic order) and statistics."""
 
+    src: Topology
+    dst: Topology
     params: tuple[Param, ...]
+    num_layers: int
     rows: tuple[_Row, ...] = attrs.field(repr=False)
     stats: dict[str, Any] = attrs.field(eq=False)
 
@@ -117,6 +120,47 @@ class Transfer:
     def recvs(self, rank: int) -> tuple[TransferOp, ...]:
         """What ``rank`` receives, in plan order."""
         return tuple(self._op(row) for row in self.rows if row[1] == rank)
+
+    def held(self, rank: int) -> tuple[TransferOp, ...]:
+        """What ``rank`` copies from its own source shard into its destination shard (colocated
+        layouts): operations with ``src == dst == rank``, not part of :attr:`ops`."""
+        found = []
+        for param in self.params:
+            have = _shard_of(self.src, param, rank, self.num_layers)
+            want = _shard_of(self.dst, param, rank, self.num_layers)
+            if have is None or want is None:
+                continue
+            for lo, hi, src_at in have:
+                for a, z, dst_at in want:
+                    start, stop = max(lo, a), min(hi, z)
+                    if start < stop:
+                        found.append(
+                            TransferOp(
+                                rank,
+                                rank,
+                                param,
+                                start,
+                                stop,
+                                src_at + start - lo,
+                                dst_at + start - a,
+                                (stop - start) * param.row_bytes,
+                            )
+                        )
+        return tuple(found)
+
+
+def _shard_of(
+    topology: Topology, param: Param, rank: int, num_layers: int
+) -> list[tuple[int, int, int]] | None:
+    """``(start, stop, local start)`` of each range ``rank`` holds of ``param``, or None."""
+    for shard in param_placement(topology, param, num_layers=num_layers).shards:
+        if rank in shard.ranks:
+            local, found = 0, []
+            for lo, hi in shard.ranges:
+                found.append((lo, hi, local))
+                local += hi - lo
+            return found
+    return None
 
 
 def _rank_map(allocation: object, world: int) -> RankMap | None:
@@ -383,4 +427,4 @@ def transfer(
     planner = _Planner(src, dst, rank_map)
     for index, param in enumerate(weights):
         planner.weight(index, param, num_layers)
-    return Transfer(weights, tuple(planner.rows), planner.stats())
+    return Transfer(src, dst, weights, num_layers, tuple(planner.rows), planner.stats())
