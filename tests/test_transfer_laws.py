@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology import Topology
+from topology import Allocation, Host, RankMap, Tier, Topology
 from topology._transfer.params import Param
 from topology._transfer.placement import param_placement
 from topology._transfer.plan import transfer
@@ -19,9 +19,15 @@ LAYOUTS = topologies(max_world_size=16, max_size=4, max_vpp=2, max_hcp_levels=0)
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int]:
-    """Two layouts and a few weights both can shard (sizes multiples of both sides' splits)."""
+def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int, RankMap | None]:
+    """Two layouts, a few weights both can shard (sizes multiples of both sides' splits) and,
+    sometimes, NVLink racks of two hosts to prefer sources in."""
     src, dst = draw(LAYOUTS), draw(LAYOUTS)
+    world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
+    gpus = draw(st.sampled_from((1, 2, 4)))
+    hosts = [Host(f"n{i}", gpus, (f"r{i // 2}",)) for i in range(-(-world // gpus))]
+    racks = Allocation(hosts, [Tier("rack", nvlink=True)]).rank_map(world)
+    rank_map = draw(st.sampled_from((None, racks)))
     unit = math.lcm(src.tp, src.etp, dst.tp, dst.etp)
     experts = src.ep * dst.ep
     chunks = max(src.pp * (src.vpp or 1), dst.pp * (dst.vpp or 1))
@@ -57,10 +63,11 @@ def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int]:
                 num_experts=experts,
             )
         )
-    return src, dst, params, layers
+    return src, dst, params, layers, rank_map
 
 
 POS = ("first", "last", "tied")
+Case = tuple[Topology, Topology, list[Param], int, RankMap | None]
 
 
 def _local_rows(topo: Topology, param: Param, layers: int) -> dict[int, list[int]]:
@@ -76,11 +83,11 @@ def _local_rows(topo: Topology, param: Param, layers: int) -> dict[int, list[int
 @settings(max_examples=30)
 @given(cases())
 def test_every_destination_element_arrives_exactly_once(
-    case: tuple[Topology, Topology, list[Param], int],
+    case: Case,
 ) -> None:
     """Held rows plus received rows cover each receiver's shard once, from the right source rows."""
-    src, dst, params, layers = case
-    plan = transfer(src, dst, params, num_layers=layers)
+    src, dst, params, layers, rank_map = case
+    plan = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
     for index, param in enumerate(params):
         have = _local_rows(src, param, layers)
         want = _local_rows(dst, param, layers)
@@ -101,11 +108,11 @@ def test_every_destination_element_arrives_exactly_once(
 @settings(max_examples=30)
 @given(cases())
 def test_bytes_equal_destination_shards_less_what_is_held(
-    case: tuple[Topology, Topology, list[Param], int],
+    case: Case,
 ) -> None:
     """The plan moves exactly the destination shards' bytes that their ranks do not hold."""
-    src, dst, params, layers = case
-    plan = transfer(src, dst, params, num_layers=layers)
+    src, dst, params, layers, rank_map = case
+    plan = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
     expected = 0
     for param in params:
         have = _local_rows(src, param, layers)
@@ -117,21 +124,22 @@ def test_bytes_equal_destination_shards_less_what_is_held(
 
 @settings(max_examples=20)
 @given(cases())
-def test_the_plan_is_deterministic(case: tuple[Topology, Topology, list[Param], int]) -> None:
+def test_the_plan_is_deterministic(case: Case) -> None:
     """Planning twice gives the same operations in the same order."""
-    src, dst, params, layers = case
-    assert transfer(src, dst, params, num_layers=layers) == transfer(
-        src, dst, params, num_layers=layers
-    )
+    src, dst, params, layers, rank_map = case
+    first = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
+    again = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
+    assert first.rows == again.rows, "the plan changed between two calls"
+    assert first == again
 
 
 @settings(max_examples=30)
 @given(cases())
 def test_no_rank_sends_less_than_the_bound(
-    case: tuple[Topology, Topology, list[Param], int],
+    case: Case,
 ) -> None:
     """max_send_bytes >= max_send_bound and receivers get exactly what they lack."""
-    src, dst, params, layers = case
-    stats = transfer(src, dst, params, num_layers=layers).stats
+    src, dst, params, layers, rank_map = case
+    stats = transfer(src, dst, params, num_layers=layers, allocation=rank_map).stats
     assert stats["max_send_bytes"] >= stats["max_send_bound"]
     assert stats["max_recv_bytes"] == stats["max_recv_bound"]

@@ -8,10 +8,13 @@ grouped by its domains and draw from the holders in their own domain when there 
 from every holder. (Hosts alone are not a preference: keeping each host's traffic inside it
 costs balance, 1.12x the bound for Llama-70B tp8 x pp8 -> tp16 on 4-GPU hosts.)
 
-Algorithm (balance): a group of ``R`` receivers served by ``H`` holders cuts the piece into
-``s = max(1, H // R)`` near-equal sub-pieces along the cut dim; the ``R * s`` units go to the
-holders round-robin, starting where the previous piece served by the same holders stopped. So each
-holder set carries its bytes within one unit of evenly, whatever the number of weights.
+Algorithm (balance): a piece needed by ``R`` receivers and held by ``H`` holders is cut into
+``s = max(1, H // R)`` near-equal sub-pieces along the cut dim; of the ``R * s`` units each holder
+serves ``floor(R * s / H)``, and ``(R * s) mod H`` of them one more, those taken in turn (a
+rotation per holder set, carried from piece to piece). So every holder set carries its bytes
+within one unit of evenly, whatever the number of weights. With an NVLink tier, a unit goes to a
+holder in its receiver's domain while one has capacity left, else to any holder with capacity:
+the preference never changes how many units each holder serves.
 
 Lower bound (``max_send_bound``): the bytes whose holders all lie in a set ``U`` of ranks are sent
 by ranks of ``U``, so some rank of ``U`` sends at least ``ceil(bytes(U) / |U|)``. The bound is the
@@ -106,7 +109,7 @@ class Transfer:
 
     @property
     def ops(self) -> tuple[TransferOp, ...]:
-        """Every operation, grouped by weight, then piece, then receiver."""
+        """Every operation, grouped by weight, then piece (then sender, without an NVLink tier)."""
         return tuple(self._op(row) for row in self.rows)
 
     def _op(self, row: _Row) -> TransferOp:
@@ -289,37 +292,56 @@ class _Planner:
         if self.policy != "balanced":
             self.baseline(where, row_bytes, holders, need)
             return
-        groups: dict[int, list[int]] = defaultdict(list)
-        if self.domain is None:
-            groups[0] = need
-        else:
-            for r in need:
-                groups[self.domain[r]].append(r)
-        for key, group in groups.items():
-            near = [h for h in holders if self.domain[h] == key] if self.domain is not None else []
-            cand = tuple(near) if near else holders
-            cuts = max(1, min(len(cand) // len(group), hi - lo))
-            bounds = [lo + k * (hi - lo) // cuts for k in range(cuts + 1)]
-            start = self.rotation[cand]
-            unit = 0
-            for r in group:
-                for k in range(cuts):
-                    a, z = bounds[k], bounds[k + 1]
-                    sender = cand[(start + unit) % len(cand)]
-                    unit += 1
-                    self.rows.append(
-                        (
-                            sender,
-                            r,
-                            index,
-                            a,
-                            z,
-                            src_lo + a - lo,
-                            dst_lo + a - lo,
-                            (z - a) * row_bytes,
-                        )
-                    )
-            self.rotation[cand] = (start + unit) % len(cand)
+        n = len(holders)
+        cuts = max(1, min(n // len(need), hi - lo))
+        bounds = [lo + k * (hi - lo) // cuts for k in range(cuts + 1)]
+        base, extra = divmod(len(need) * cuts, n)
+        first = self.rotation[holders]
+        self.rotation[holders] = (first + extra) % n
+        order = holders[first:] + holders[:first]
+        caps = [base + (i < extra) for i in range(n)]
+        units = [(r, k) for r in need for k in range(cuts)]
+        chosen = self.near(order, caps, units) if self.domain is not None else None
+        if chosen is None:
+            chosen = [i for i in range(n) for _ in range(caps[i])]
+        for (r, k), i in zip(units, chosen, strict=True):
+            a, z = bounds[k], bounds[k + 1]
+            self.rows.append(
+                (order[i], r, index, a, z, src_lo + a - lo, dst_lo + a - lo, (z - a) * row_bytes)
+            )
+
+    def near(
+        self, order: tuple[int, ...], caps: list[int], units: list[tuple[int, int]]
+    ) -> list[int]:
+        """Which holder (position in ``order``) serves each unit: one in the receiver's NVLink
+        domain while it has capacity left, else any holder with capacity (``caps`` is used up)."""
+        assert self.domain is not None
+        domain = self.domain
+        mine: dict[int, list[int]] = defaultdict(list)
+        for i, h in enumerate(order):
+            mine[domain[h]].append(i)
+        pointer: dict[int, int] = defaultdict(int)
+        chosen: list[int] = [-1] * len(units)
+        overflow = []
+        for u, (r, _) in enumerate(units):
+            key = domain[r]
+            near = mine.get(key, ())
+            for t in range(len(near)):
+                i = near[(pointer[key] + t) % len(near)]
+                if caps[i]:
+                    caps[i] -= 1
+                    chosen[u] = i
+                    pointer[key] = (pointer[key] + t + 1) % len(near)
+                    break
+            else:
+                overflow.append(u)
+        i = 0
+        for u in overflow:
+            while not caps[i]:
+                i += 1
+            caps[i] -= 1
+            chosen[u] = i
+        return chosen
 
     def baseline(
         self,
