@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = REPO / "docs" / "schema" / "cli.schema.json"
 SCHEMA: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
 COMMANDS = ("show", "groups", "rank", "check", "place", "simulate", "plan", "transfer")
+MODULE_DOCUMENTS = ("check-modules", "place-modules")
+"""The documents of ``check --modules`` and ``place --modules`` (tested in test_modules_cli.py)."""
 
 
 def _strict(node: Any) -> Any:
@@ -53,7 +55,7 @@ _PER_COMMAND = {
     command: jsonschema.Draft202012Validator(
         {"$ref": f"{_STRICT['$id']}#/$defs/{command}"}, registry=_REGISTRY
     )
-    for command in COMMANDS
+    for command in (*COMMANDS, *MODULE_DOCUMENTS)
 }
 
 
@@ -159,9 +161,10 @@ def test_schema_file_is_a_valid_draft_2020_12_schema() -> None:
 
 
 def test_schema_file_has_one_definition_per_command() -> None:
-    """Each command has a ``$defs`` entry and the root accepts exactly those."""
-    assert set(COMMANDS) <= set(SCHEMA["$defs"])
-    assert SCHEMA["oneOf"] == [{"$ref": f"#/$defs/{c}"} for c in COMMANDS]
+    """Each command (and each --modules form) has a ``$defs`` entry; the root accepts those."""
+    documents = (*COMMANDS, *MODULE_DOCUMENTS)
+    assert set(documents) <= set(SCHEMA["$defs"])
+    assert SCHEMA["oneOf"] == [{"$ref": f"#/$defs/{c}"} for c in documents]
 
 
 def test_docs_list_an_example_of_every_command() -> None:

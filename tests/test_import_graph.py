@@ -224,6 +224,7 @@ LAYERS = (
     ("topology._errors", "topology._args", "topology._fields", "topology._datafile"),
     ("topology._layout",),
     ("topology._megatron",),
+    ("topology._modules",),
     ("topology._preflight",),
     ("topology._transfer",),
 )
@@ -238,7 +239,8 @@ def _layer(module: str) -> int | None:
 
 
 def test_the_core_layers_import_only_downwards() -> None:
-    """_layout never imports _megatron or _preflight; _megatron never imports _preflight."""
+    """_layout never imports _megatron, _modules or _preflight; _megatron never imports _modules
+    or _preflight; _modules never imports _preflight."""
     upward = sorted(
         (module, target)
         for module, targets in _graph().items()

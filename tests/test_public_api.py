@@ -9,14 +9,21 @@ EXPECTED = [
     "Allocation",
     "Arrangement",
     "AxisGroups",
+    "Bridge",
     "Cluster",
+    "Creation",
     "Crossings",
     "Finding",
     "Grid",
     "GroupList",
+    "Handoff",
     "Host",
     "Kind",
     "Location",
+    "Module",
+    "Modules",
+    "ModulesArrangement",
+    "ModulesReport",
     "Param",
     "ParamPlacement",
     "ParamShard",
@@ -30,13 +37,16 @@ EXPECTED = [
     "TopologyError",
     "Transfer",
     "TransferOp",
+    "bridge",
     "check",
+    "check_modules",
     "compress_hostlist",
     "crossings",
     "expand_hostlist",
     "hierarchical_groups",
     "param_placement",
     "place",
+    "place_modules",
     "read_allocation",
     "read_hostfile",
     "read_slurm_topology",
@@ -67,5 +77,5 @@ def test_every_public_name_exists() -> None:
 
 
 def test_strategies_module_exports() -> None:
-    """topology.strategies exports grids, ranks and topologies."""
-    assert strategies.__all__ == ["grids", "ranks", "topologies"]
+    """topology.strategies exports grids, modules, ranks and topologies."""
+    assert strategies.__all__ == ["grids", "modules", "ranks", "topologies"]

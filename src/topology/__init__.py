@@ -17,6 +17,10 @@ from ._layout.kind import Kind
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
 from ._megatron.topology import Topology
+from ._modules.bridge import Bridge, Handoff, bridge
+from ._modules.module import Module
+from ._modules.modules import Modules
+from ._modules.schedule import Creation
 from ._preflight.allocation.hostfile import read_hostfile
 from ._preflight.allocation.hostlist import compress_hostlist, expand_hostlist
 from ._preflight.allocation.hosts import Host, Tier
@@ -29,6 +33,9 @@ from ._preflight.check import check
 from ._preflight.cluster import Cluster
 from ._preflight.crossings import Crossings, crossings
 from ._preflight.findings import Finding
+from ._preflight.modules.check import check_modules
+from ._preflight.modules.place import ModulesArrangement, place_modules
+from ._preflight.modules.report import ModulesReport
 from ._preflight.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
@@ -40,14 +47,21 @@ __all__ = [
     "Allocation",
     "Arrangement",
     "AxisGroups",
+    "Bridge",
     "Cluster",
+    "Creation",
     "Crossings",
     "Finding",
     "Grid",
     "GroupList",
+    "Handoff",
     "Host",
     "Kind",
     "Location",
+    "Module",
+    "Modules",
+    "ModulesArrangement",
+    "ModulesReport",
     "Param",
     "ParamPlacement",
     "ParamShard",
@@ -61,13 +75,16 @@ __all__ = [
     "TopologyError",
     "Transfer",
     "TransferOp",
+    "bridge",
     "check",
+    "check_modules",
     "compress_hostlist",
     "crossings",
     "expand_hostlist",
     "hierarchical_groups",
     "param_placement",
     "place",
+    "place_modules",
     "read_allocation",
     "read_hostfile",
     "read_slurm_topology",

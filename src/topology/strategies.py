@@ -32,11 +32,14 @@ except ModuleNotFoundError as error:
 
 from ._args import divisors
 from ._errors import TopologyError
+from ._layout.axis_groups import AxisGroups
 from ._layout.grid import Grid
 from ._megatron.kinds import TABLE, canonical_kind
 from ._megatron.topology import Topology
+from ._modules.module import Module
+from ._modules.modules import Modules
 
-__all__ = ["grids", "ranks", "topologies"]
+__all__ = ["grids", "modules", "ranks", "topologies"]
 
 _AXIS_POOL = ("tp", "cp", "ep", "dp", "pp", "x", "y", "z")
 _DEFAULT_ORDER = ("tp", "cp", "ep", "dp", "pp")
@@ -355,3 +358,81 @@ def _ranks(draw: st.DrawFn, topology: Topology | Grid) -> int:
         raise InvalidArgument(f"ranks() needs a Topology or Grid, got {topology!r}")
     first = topology.rank_offset
     return draw(st.integers(first, first + topology.world_size - 1))
+
+
+def modules(
+    *,
+    max_modules: int = 3,
+    max_module_size: int = 16,
+    colocated: bool | None = None,
+    moe: bool = True,
+) -> st.SearchStrategy[Modules]:
+    """Valid :class:`~topology.Modules`: 1 to ``max_modules`` modules, colocated or disjoint.
+
+    Each module is a :class:`~topology.Topology` or an :class:`~topology.AxisGroups` (a grid's
+    axes, plus all of them as one kind) of at most ``max_module_size`` ranks, named ``m0``,
+    ``m1``, ... Colocated modules share one world size (the first module's); disjoint ones tile
+    ``[0, world_size)`` in a drawn order, not necessarily the order of the list.
+
+    Args:
+        max_modules: the most modules (at least 1).
+        max_module_size: the largest world size of one module.
+        colocated: True or False to draw only that shape; None (the default) draws both.
+        moe: allow expert folding in the Topology modules (see :func:`topologies`).
+
+    >>> modules(max_modules=2).example().world_size <= 32  # doctest: +SKIP
+    True
+    """
+    return _modules(max_modules, max_module_size, colocated, moe)
+
+
+def _axis_groups(grid: Grid) -> AxisGroups:
+    whole = ("-".join(grid.axes),) if len(grid.axes) > 1 else ()
+    return AxisGroups(grid, kinds=(*grid.axes, *whole))
+
+
+def _layouts(max_size: int, moe: bool) -> st.SearchStrategy[Topology | AxisGroups]:
+    return st.one_of(
+        topologies(max_world_size=max_size, max_rank_offset=0, moe=moe, max_hcp_levels=1),
+        grids(max_axes=3, max_world_size=max_size, max_rank_offset=0).map(_axis_groups),
+    )
+
+
+@st.composite
+def _layout_of_size(draw: st.DrawFn, world_size: int) -> Topology | AxisGroups:
+    """A layout over exactly ``world_size`` ranks (a Topology or a two-axis grid)."""
+    first = draw(st.sampled_from(divisors(world_size)))
+    second = draw(st.sampled_from(divisors(world_size // first)))
+    if draw(st.booleans()):
+        return Topology(world_size, tp=first, pp=second)
+    rest = world_size // (first * second)
+    return _axis_groups(Grid.from_sizes(x=first, y=second, z=rest))
+
+
+@st.composite
+def _modules(
+    draw: st.DrawFn, max_modules: int, max_module_size: int, colocated: bool | None, moe: bool
+) -> Modules:
+    _check_int("max_modules", max_modules, 1)
+    _check_int("max_module_size", max_module_size, 1)
+    if colocated not in (None, True, False):
+        raise InvalidArgument(f"colocated must be None, True or False, got {colocated!r}")
+    count = draw(st.integers(1, max_modules))
+    shared = draw(st.booleans()) if colocated is None else colocated
+    first = draw(_layouts(max_module_size, moe))
+    layouts = [first]
+    for _ in range(count - 1):
+        layouts.append(
+            draw(_layout_of_size(first.world_size))
+            if shared
+            else draw(_layouts(max_module_size, moe))
+        )
+    offsets = [0] * count
+    if not shared:
+        start = 0
+        for index in draw(st.permutations(range(count))):
+            offsets[index] = start
+            start += layouts[index].world_size
+    return Modules(
+        [Module(f"m{i}", layout, rank_offset=offsets[i]) for i, layout in enumerate(layouts)]
+    )

@@ -31,6 +31,7 @@ from .common import (
     write_json,
 )
 from .completion import kind_names, with_completer
+from .modules import FORMAT_HELP, add_modules_argument, run_check
 from .text import terminal_width
 
 __all__ = ["register", "run"]
@@ -47,9 +48,10 @@ def register(subparsers: Any) -> None:
         "--hosts) the ranks run on those hosts in the launcher's order, and the report counts "
         "the groups that cross each tier. "
         "Exit code 0 when no finding is an error, 1 otherwise (2 for invalid input, 3 for an "
-        "internal error).",
+        "internal error). " + FORMAT_HELP,
     )
     add_layout_arguments(parser)
+    add_modules_argument(parser)
     add_cluster_arguments(parser, required=True, unless="an allocation is given")
     add_allocation_arguments(parser)
     add_output_arguments(parser)
@@ -92,6 +94,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the check; exit 1 if any finding is an error (or a warning with --strict)."""
+    if args.modules is not None:
+        return run_check(args)
     alloc = allocation_from_args(args)
     where: Cluster | RankMap | None
     if alloc is not None:

@@ -47,6 +47,7 @@ from .common import (
     topology_from_args,
     write_json,
 )
+from .modules import add_modules_argument, run_place
 from .output import check_output, write_output
 from .show import host_list
 from .simulate import add_preset_arguments
@@ -70,6 +71,7 @@ def register(subparsers: Any) -> None:
         "after, and the hosts left unused. Never worse than the launcher's order.",
     )
     add_layout_arguments(parser)
+    add_modules_argument(parser)
     add_allocation_arguments(parser)
     add_output_arguments(parser)
     add_preset_arguments(parser, model_default=None, optional=True)
@@ -185,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
     ``--write-hostfile``'s path and every host name are checked before placing; the file is
     written before anything is printed.
     """
+    if args.modules is not None:
+        return run_place(args)
     if args.write_hostfile is not None:
         check_output(args.write_hostfile, "--write-hostfile")
     alloc = allocation_from_args(args)

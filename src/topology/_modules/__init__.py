@@ -1,0 +1,1 @@
+"""Multi-module layouts: named modules on their own rank spans, their schedule, bridges."""

@@ -1,0 +1,1 @@
+"""The pre-launch check and host placement of a multi-module layout (:class:`~topology.Modules`)."""
