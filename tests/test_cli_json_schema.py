@@ -31,7 +31,7 @@ from topology.strategies import topologies
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = REPO / "docs" / "schema" / "cli.schema.json"
 SCHEMA: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-COMMANDS = ("show", "groups", "rank", "check", "place", "simulate", "plan", "reshape")
+COMMANDS = ("show", "groups", "rank", "check", "place", "simulate", "plan", "transfer", "reshape")
 MODULE_DOCUMENTS = ("check-modules", "place-modules")
 """The documents of ``check --modules`` and ``place --modules`` (tested in test_modules_cli.py)."""
 
@@ -104,6 +104,20 @@ MORE_EXAMPLES = [
         "--json",
     ],
     ["plan", "-w", "64", "--gpus-per-node", "8", "--model", "mixtral-8x7b", "--json"],
+    [
+        "transfer",
+        "--from",
+        "ep=4,etp=1",
+        "--to",
+        "tp=2,pp=2",
+        "-w",
+        "4",
+        "--model",
+        "mixtral-8x7b",
+        "--to-offset",
+        "4",
+        "--json",
+    ],
     ["reshape", "-w", "32", "--tp", "8", "--gpus-per-node", "8", "--lost", "1", "--json"],
     [
         "reshape",

@@ -226,7 +226,7 @@ LAYERS = (
     ("topology._megatron",),
     ("topology._modules",),
     ("topology._preflight",),
-    ("topology._reshape",),
+    ("topology._reshape", "topology._transfer"),
 )
 """The core's layers, lowest first: a module imports only from its own layer or lower ones."""
 

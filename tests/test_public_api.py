@@ -24,6 +24,9 @@ EXPECTED = [
     "Modules",
     "ModulesArrangement",
     "ModulesReport",
+    "Param",
+    "ParamPlacement",
+    "ParamShard",
     "Pipeline",
     "Placement",
     "RankInfo",
@@ -33,6 +36,8 @@ EXPECTED = [
     "Tier",
     "Topology",
     "TopologyError",
+    "Transfer",
+    "TransferOp",
     "bridge",
     "check",
     "check_modules",
@@ -40,6 +45,7 @@ EXPECTED = [
     "crossings",
     "expand_hostlist",
     "hierarchical_groups",
+    "param_placement",
     "place",
     "place_modules",
     "read_allocation",
@@ -47,6 +53,7 @@ EXPECTED = [
     "read_slurm_topology",
     "read_topograph",
     "reshape",
+    "transfer",
 ]
 
 

@@ -40,6 +40,9 @@ from ._preflight.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
 from ._reshape.reshape import Reshape, reshape
+from ._transfer.params import Param
+from ._transfer.placement import ParamPlacement, ParamShard, param_placement
+from ._transfer.plan import Transfer, TransferOp, transfer
 
 __all__ = [
     "Allocation",
@@ -60,6 +63,9 @@ __all__ = [
     "Modules",
     "ModulesArrangement",
     "ModulesReport",
+    "Param",
+    "ParamPlacement",
+    "ParamShard",
     "Pipeline",
     "Placement",
     "RankInfo",
@@ -69,6 +75,8 @@ __all__ = [
     "Tier",
     "Topology",
     "TopologyError",
+    "Transfer",
+    "TransferOp",
     "bridge",
     "check",
     "check_modules",
@@ -76,6 +84,7 @@ __all__ = [
     "crossings",
     "expand_hostlist",
     "hierarchical_groups",
+    "param_placement",
     "place",
     "place_modules",
     "read_allocation",
@@ -83,6 +92,7 @@ __all__ = [
     "read_slurm_topology",
     "read_topograph",
     "reshape",
+    "transfer",
 ]
 
 __version__ = "0.1.0"

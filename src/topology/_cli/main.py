@@ -16,14 +16,14 @@ from collections.abc import Sequence
 
 from .. import __version__
 from .._errors import TopologyError
-from . import check, completion, groups, place, plan, rank, reshape, show, simulate
+from . import check, completion, groups, place, plan, rank, reshape, show, simulate, transfer
 from .common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CliError, Parser, one_line
 from .output import GuardedStdout, StdoutError
 from .text import escape_controls
 
 __all__ = ["COMMANDS", "EPILOG", "build_parser", "main"]
 
-COMMANDS = (show, groups, rank, check, place, simulate, plan, reshape, completion)
+COMMANDS = (show, groups, rank, check, place, simulate, plan, transfer, reshape, completion)
 """Command modules, in the order ``--help`` lists them."""
 
 EPILOG = (

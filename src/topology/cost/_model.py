@@ -238,8 +238,21 @@ MODELS = {
             top_k=2,
             expert_parameters=45.1e9,
         ),
+        Model(
+            "deepseek-v3",
+            671e9,
+            layers=61,
+            hidden=7168,
+            sequence_length=4096,
+            global_batch=1024,
+            experts=256,
+            top_k=8,
+            expert_parameters=653.9e9,
+        ),
     )
 }
 """Presets: Llama 2 7B / 13B / 70B shapes (Touvron et al. 2023) and Mixtral 8x7B (Jiang et al.
 2024: 8 experts of 3 * 4096 * 14336 weights in each of 32 layers, top-2), at 4096 tokens and a
-global batch of 1024 sequences (4M tokens, Llama 2's batch)."""
+global batch of 1024 sequences (4M tokens, Llama 2's batch). DeepSeek-V3 (DeepSeek-AI 2024): 61
+layers (3 dense), hidden 7168, 256 routed experts of 3 * 7168 * 2048 weights in each of 58 MoE
+layers (653.9e9), top-8, 671e9 weights without the multi-token-prediction module."""

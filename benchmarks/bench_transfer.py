@@ -1,0 +1,159 @@
+"""The transfer plan's balance and rack traffic against the peers' source choices, and its time.
+
+Layouts: NeMo-RL's published refits (Qwen3-4B-like dp8 -> tp8, with the ``llama-7b`` preset in
+place of Qwen3-4B; DSV3 pp16 x ep16 -> tp32 x dp8; tp8 x pp8 x ep32 -> tp16 x dp16, with etp 1
+on both sides and generation ep = tp, the one NeMo-RL's refit accepts), each for ``llama-70b``
+and ``deepseek-v3`` (and ``llama-7b`` for the first), colocated (both layouts on the same
+ranks, as NeMo-RL runs them: what a rank holds already moves nothing) and apart (the generation
+layout on the next ranks). The ranks run on a ragged NVL72 allocation: racks of 18, 18, 16 and
+12 four-GPU trays, repeated.
+
+Source choices compared, on the same pieces (so the bytes moved are equal):
+
+- ``balanced``: :func:`topology.transfer` (balanced round-robin over every holder, preferring the
+  receiver's rack);
+- ``first``: NeMo-RL's ``nccl_reshard``, the first holder of each slice;
+- ``round-robin``: Megatron's resharding, the receiver's position modulo the holders, afresh per
+  slice.
+
+Columns: the most bytes a rank sends over the lower bound (``max_send_bound``, see
+``topology._transfer.plan``), and the bytes crossing racks. Timing: the median of ``--repeat``
+plans for the first layout of each model, and one 4,096 -> 4,096-rank plan (tp8 x pp8 x dp64 ->
+tp16 x dp256) of a 999-weight Llama-70B-shaped model (166 layers).
+
+Run: ``python benchmarks/bench_transfer.py [--out benchmarks/results/transfer.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import median_seconds, write_result
+
+from topology import Allocation, Host, Tier, Topology
+from topology._transfer.models import Architecture, weights
+from topology._transfer.params import Param
+from topology._transfer.plan import _Planner
+
+POLICIES = ("balanced", "first", "round-robin")
+LAYOUTS = [
+    (
+        "dp8 -> tp8",
+        Topology(8),
+        {"tp": 8, "ep": 8, "etp": 1},
+        ("llama-7b", "llama-70b", "deepseek-v3"),
+    ),
+    (
+        "pp16 x ep16 -> tp32 x dp8",
+        Topology(256, pp=16, ep=16, etp=1),
+        {"tp": 32, "ep": 32, "etp": 1},
+        ("llama-70b", "deepseek-v3"),
+    ),
+    (
+        "tp8 x pp8 x ep32 -> tp16 x dp16",
+        Topology(256, tp=8, pp=8, ep=32, etp=1),
+        {"tp": 16, "ep": 16, "etp": 1},
+        ("llama-70b", "deepseek-v3"),
+    ),
+]
+
+
+def ragged_nvl72(ranks: int) -> Allocation:
+    """Racks of 18, 18, 16, 12 four-GPU trays, repeated, until ``ranks`` GPUs."""
+    hosts, trays, rack = [], (18, 18, 16, 12), 0
+    while sum(h.gpus for h in hosts) < ranks:
+        for _ in range(trays[rack % len(trays)]):
+            hosts.append(Host(f"n{len(hosts)}", 4, (f"rack{rack}",)))
+        rack += 1
+    return Allocation(hosts, [Tier("rack", nvlink=True)])
+
+
+def plan_stats(
+    src: Topology, dst: Topology, params: list[Param], policy: str, alloc: Allocation | None
+) -> dict[str, Any]:
+    """The statistics of one plan under ``policy`` (``balanced`` is :func:`topology.transfer`)."""
+    world = max(src.world_size + src.rank_offset, dst.world_size + dst.rank_offset)
+    planner = _Planner(src, dst, None if alloc is None else alloc.rank_map(world), policy)
+    layers = 1 + max(p.layer for p in params if p.layer is not None)
+    for index, param in enumerate(params):
+        planner.weight(index, param, layers)
+    return planner.stats()
+
+
+def compare(repeat: int) -> list[dict[str, Any]]:
+    rows = []
+    for name, src, dst_fields, models in LAYOUTS:
+        for model in models:
+            params = weights(model)
+            for mode, offset in (("colocated", 0), ("apart", src.world_size)):
+                dst = Topology(src.world_size, rank_offset=offset, **dst_fields)
+                alloc = ragged_nvl72(src.world_size + offset)
+                row: dict[str, Any] = {"layout": name, "model": model, "mode": mode}
+                for policy in POLICIES:
+                    stats = plan_stats(src, dst, params, policy, alloc)
+                    bound = stats["max_send_bound"]
+                    row[policy] = {
+                        "max_send_bytes": stats["max_send_bytes"],
+                        "max_send_bound": bound,
+                        "ratio": stats["max_send_bytes"] / bound if bound else 1.0,
+                        "cross_rack_bytes": stats["bytes_by_tier"]["world"],
+                        "bytes_total": stats["bytes_total"],
+                        "max_send_peers": stats["max_send_peers"],
+                    }
+                if mode == "apart" and name == LAYOUTS[0][0]:
+                    row["plan_seconds"] = median_seconds(
+                        lambda s=src, d=dst, w=params, a=alloc: plan_stats(s, d, w, "balanced", a),
+                        repeat,
+                    )
+                rows.append(row)
+                print(_line(row), flush=True)
+    return rows
+
+
+def _line(row: dict[str, Any]) -> str:
+    cells = " ".join(
+        (f"{row[p]['ratio']:>8.3f}x" if row[p]["max_send_bound"] else f"{'-':>9}")
+        + f" {row[p]['cross_rack_bytes'] / 1e9:>9.1f}"
+        for p in POLICIES
+    )
+    return f"{row['layout']:<32} {row['model']:<12} {row['mode']:<9} {cells}"
+
+
+def big_plan_seconds() -> dict[str, Any]:
+    """One plan of 999 weights, 4,096 -> 4,096 ranks (colocated)."""
+    params = Architecture(166, 8192, 32000, 28672, 64, 8, 128).weights()
+    src, dst = Topology(4096, tp=8, pp=8), Topology(4096, tp=16)
+    start = time.perf_counter()
+    stats = plan_stats(src, dst, params, "balanced", None)
+    seconds = time.perf_counter() - start
+    return {"weights": len(params), "ranks": 4096, "ops": stats["ops"], "seconds": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/results/transfer.json")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-big", action="store_true", help="skip the 4,096-rank plan")
+    args = parser.parse_args()
+    header = " ".join(f"{p:>18}" for p in POLICIES)
+    print(f"{'':<32} {'':<12} {'':<9} " + header)
+    print(f"{'layout':<32} {'model':<12} {'mode':<9} " + " ".join(["max/bound  xrack GB"] * 3))
+    result: dict[str, Any] = {"rows": compare(args.repeat)}
+    if not args.skip_big:
+        result["big"] = big_plan_seconds()
+        big = result["big"]
+        print(
+            f"plan {big['weights']} weights, {big['ranks']} -> {big['ranks']} ranks: "
+            f"{big['ops']:,} ops in {big['seconds']:.1f} s"
+        )
+    write_result(args.out, result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""``topology transfer``: the plan that moves a model's weights from one layout to another."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from .._datafile import read_data
+from .._megatron.topology import Topology
+from .._transfer.models import ARCHITECTURES, weights
+from .._transfer.plan import Transfer, transfer
+from .allocation_args import add_allocation_arguments, allocation_from_args
+from .common import (
+    CliError,
+    Once,
+    add_output_arguments,
+    int_type,
+    write_json,
+)
+
+__all__ = ["parse_layout", "register", "run"]
+
+_INT_FIELDS = ("world_size", "tp", "pp", "cp", "ep", "etp", "dp", "vpp", "rank_offset")
+_TEXT_FIELDS = ("order",)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``transfer`` command."""
+    parser = subparsers.add_parser(
+        "transfer",
+        help="plan moving a model's weights from a training layout to a generation layout",
+        description="Plan which rank sends which slice of which weight to move a model preset "
+        "from one layout (--from) to another (--to): bytes per tier of the allocation, the most "
+        "bytes a rank sends and receives and their lower bounds. Both layouts span the same "
+        "ranks (colocated: what a rank holds already moves nothing) unless --to-offset or "
+        "--to-world-size says otherwise.",
+    )
+    for flag, what in (("--from", "training"), ("--to", "generation")):
+        parser.add_argument(
+            flag,
+            dest=flag[2:] + "_layout",
+            required=True,
+            action=Once,
+            metavar="LAYOUT",
+            help=f"the {what} layout: 'tp=8,pp=8,ep=32' (Topology fields) or a --config-style "
+            "JSON file",
+        )
+    parser.add_argument(
+        "--model",
+        required=True,
+        action=Once,
+        choices=tuple(ARCHITECTURES),
+        help="model preset: " + ", ".join(ARCHITECTURES),
+    )
+    parser.add_argument(
+        "-w",
+        "--world-size",
+        dest="world_size",
+        type=int_type("world_size"),
+        action=Once,
+        metavar="N",
+        help="ranks of both layouts (default: the layout's world_size, else the allocation's GPUs)",
+    )
+    parser.add_argument(
+        "--to-world-size",
+        dest="to_world_size",
+        type=int_type("to_world_size"),
+        action=Once,
+        metavar="N",
+        help="ranks of the --to layout when it differs",
+    )
+    parser.add_argument(
+        "--to-offset",
+        dest="to_offset",
+        type=int_type("to_offset", minimum=0),
+        action=Once,
+        metavar="N",
+        help="the --to layout's first rank (its rank_offset; default 0: colocated)",
+    )
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="with --json, give the number of operations instead of the list",
+    )
+    add_allocation_arguments(parser)
+    add_output_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def parse_layout(text: str, flag: str) -> dict[str, Any]:
+    """The Topology fields of ``tp=8,pp=8`` or of a JSON file of ``Topology.to_dict()`` fields.
+
+    >>> parse_layout("tp=8,pp=8,order=tp-cp-ep-dp-pp", "--from")
+    {'tp': 8, 'pp': 8, 'order': 'tp-cp-ep-dp-pp'}
+    """
+    if "=" not in text:
+        data = read_data(text, f"{flag} {text!r}")
+        if not isinstance(data, dict):
+            raise CliError(f"{flag} file {text!r} must hold an object of Topology fields")
+        return {k: v for k, v in data.items() if v is not None}
+    fields: dict[str, Any] = {}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if key in _TEXT_FIELDS:
+            fields[key] = value.strip()
+        elif key in _INT_FIELDS and value.strip().isdigit():
+            fields[key] = int(value)
+        else:
+            raise CliError(
+                f"{flag} item {item!r} is not FIELD=N; fields: {', '.join(_INT_FIELDS)}, order"
+            )
+    return fields
+
+
+def _layouts(args: argparse.Namespace, gpus: int | None) -> tuple[Topology, Topology]:
+    src = parse_layout(args.from_layout, "--from")
+    dst = parse_layout(args.to_layout, "--to")
+    world = args.world_size or src.get("world_size") or gpus
+    if world is None:
+        raise CliError("no world size: pass -w N, world_size= in --from, or an allocation")
+    src.setdefault("world_size", world)
+    if args.world_size:
+        src["world_size"] = args.world_size
+    dst.setdefault("world_size", args.to_world_size or args.world_size or src["world_size"])
+    if args.to_world_size:
+        dst["world_size"] = args.to_world_size
+    if args.to_offset is not None:
+        dst["rank_offset"] = args.to_offset
+    return Topology.from_dict(src), Topology.from_dict(dst)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the transfer plan's statistics (or its JSON)."""
+    alloc = allocation_from_args(args)
+    gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
+    src, dst = _layouts(args, gpus)
+    plan = transfer(src, dst, weights(args.model), allocation=alloc)
+    if args.json:
+        ops: Any = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
+        write_json(
+            "transfer",
+            {
+                "model": args.model,
+                "from": src.to_dict(),
+                "to": dst.to_dict(),
+                "ops": ops,
+                "stats": plan.stats,
+            },
+        )
+        return 0
+    print(_text(args.model, src, dst, plan))
+    return 0
+
+
+def _size(n: int) -> str:
+    """Bytes with a decimal unit (``1.50 GB``)."""
+    if n < 1000:
+        return f"{n} B"
+    power = min(int(math.log10(n) // 3), 5)
+    return f"{n / 1000**power:.2f} {'BKMGTP'[power]}B".replace("BB", "kB")
+
+
+def _ratio(value: int, bound: int) -> str:
+    return f"{value / bound:.3f}x the bound" if bound else "nothing to move"
+
+
+def _text(model: str, src: Topology, dst: Topology, plan: Transfer) -> str:
+    s = plan.stats
+    lines = [
+        f"transfer {model}: {src} -> {dst}",
+        f"  weights {len(plan.params):,}, operations {s['ops']:,}, "
+        f"senders {s['senders']:,}, receivers {s['receivers']:,}",
+        f"  bytes moved {_size(s['bytes_total'])}",
+        f"  most sent by a rank      {_size(s['max_send_bytes'])} (bound "
+        f"{_size(s['max_send_bound'])}: {_ratio(s['max_send_bytes'], s['max_send_bound'])})",
+        f"  most received by a rank  {_size(s['max_recv_bytes'])} (bound "
+        f"{_size(s['max_recv_bound'])}: {_ratio(s['max_recv_bytes'], s['max_recv_bound'])})",
+        f"  most peers of a rank     {s['max_send_peers']} receivers, "
+        f"{s['max_recv_peers']} senders",
+    ]
+    if s["bytes_by_tier"]:
+        lines.append("  bytes by tier (the innermost domain holding both ranks):")
+        width = max(len(name) for name in s["bytes_by_tier"])
+        for name, nbytes in s["bytes_by_tier"].items():
+            lines.append(f"    {name:<{width}}  {_size(nbytes)}")
+    return "\n".join(lines)

@@ -1,0 +1,196 @@
+"""Which ranks of a layout hold which slice of a weight (private).
+
+A weight lives on the pipeline stage (and virtual chunk) of its layer, is cut by the tensor-
+parallel axis (tp, or etp for experts) along its cut dim, part by part, and is replicated over
+the remaining axes of its stage: dp and cp for dense weights, edp for experts, whose ep axis
+picks the rank holding the expert.
+
+Algorithm: layer ``l`` of ``L`` sits in model chunk ``c = l // (L / (pp * vpp))``, held by stage
+``c % pp`` as virtual chunk ``c // pp`` (:meth:`Topology.layers`). Shard ``a`` of ``T`` holds,
+of each part ``[o, o + n)`` of the cut dim, ``[o + a * n / T, o + (a + 1) * n / T)``; its ranks are
+``grid.matching(tp=a, pp=stage)`` (``etp=a, ep=e // (E / ep)`` for expert ``e`` of ``E``).
+
+>>> from topology import Topology
+>>> w = Param("fc1", (8, 4), sharding="column", parts=(4, 4), layer=3)
+>>> p = param_placement(Topology(8, tp=2, pp=2), w, num_layers=4)
+>>> [(s.index, s.stage, s.ranks, s.ranges) for s in p.shards]
+[(0, 1, (4, 6), ((0, 2), (4, 6))), (1, 1, (5, 7), ((2, 4), (6, 8)))]
+>>> p.dtensor
+"""
+
+from __future__ import annotations
+
+import functools
+
+import attrs
+
+from .._args import show
+from .._errors import TopologyError
+from .._layout.grid import Grid
+from .._megatron.topology import Topology
+from .params import Param
+
+__all__ = ["ParamPlacement", "ParamShard", "layer_chunks", "param_placement", "shard_size"]
+
+
+@attrs.frozen
+class ParamShard:
+    """One slice of a weight and the ranks that hold it.
+
+    ``ranges`` are ``[start, stop)`` intervals of the cut dim, one per part, laid one after
+    another in the holder's local tensor; ``index`` is the shard's tensor-parallel coordinate.
+    """
+
+    index: int
+    stage: int
+    chunk: int
+    ranks: tuple[int, ...]
+    ranges: tuple[tuple[int, int], ...]
+
+
+@attrs.frozen
+class ParamPlacement:
+    """Where a weight lives in one layout: its shards, and their DTensor-style description."""
+
+    param: Param
+    split: int
+    shards: tuple[ParamShard, ...]
+    axes: tuple[str, ...]
+    """The axes of the holding stage's sub-mesh, outermost first (pp and ep left out)."""
+
+    @property
+    def dtensor(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """``(mesh axes, placements)`` as DTensor spells them, or None for fused parts (whose
+        tp split is strided: DTensor's private ``_StridedShard``, not a plain ``ParamShard``)."""
+        if len(self.param.part_sizes) > 1 and self.split > 1:
+            return None
+        row = self.param.row
+        cut = "etp" if "etp" in self.axes else "tp"
+        place = tuple(
+            f"Shard({self.param.cut_dim})" if axis == cut and row.dim is not None else "Replicate()"
+            for axis in self.axes
+        )
+        return self.axes, place
+
+
+def shard_size(param: Param, split: int, axis: str = "tp") -> int:
+    """Length of one shard along the cut dim (each part divided by ``split``).
+
+    Raises:
+        TopologyError: a part is not divisible by ``split``.
+    """
+    for n in param.part_sizes:
+        if n % split:
+            raise TopologyError(
+                f"Param {param.name!r} part of {n} along dim {param.cut_dim} is not divisible by "
+                f"{axis}({split}); use {axis} among the divisors of {n}"
+            )
+    return sum(param.part_sizes) // split
+
+
+@functools.lru_cache(maxsize=256)
+def layer_chunks(topology: Topology, num_layers: int) -> tuple[tuple[int, int], ...]:
+    """``(stage, virtual chunk)`` of every layer, from :meth:`Topology.layers`.
+
+    When ``pp * vpp`` does not divide ``num_layers`` the model chunks take
+    ``ceil`` then ``floor`` of ``num_layers / (pp * vpp)`` layers, the longer ones first (numpy's
+    ``array_split``; DeepSeek-V3's 61 layers on pp 16 give 4 layers to stages 0..12, 3 after).
+
+    >>> layer_chunks(Topology(4, pp=2, vpp=2), 8)
+    ((0, 0), (0, 0), (1, 0), (1, 0), (0, 1), (0, 1), (1, 1), (1, 1))
+    """
+    if type(num_layers) is not int or num_layers < 1:
+        raise TopologyError(f"num_layers must be an int >= 1, got {show(num_layers)}")
+    pp, chunks = topology.pp, topology.vpp or 1
+    found: list[tuple[int, int]] = [(0, 0)] * num_layers
+    if num_layers % (pp * chunks) == 0:
+        for stage in range(pp):
+            for chunk, layers in enumerate(topology.layers(stage, num_layers)):
+                for layer in layers:
+                    found[layer] = (stage, chunk)
+        return tuple(found)
+    if num_layers < pp * chunks:
+        raise TopologyError(
+            f"num_layers {num_layers} is fewer than pp({pp}) * vpp({chunks}) = {pp * chunks} "
+            "model chunks; use fewer stages or chunks"
+        )
+    base, longer = divmod(num_layers, pp * chunks)
+    layer = 0
+    for model_chunk in range(pp * chunks):
+        for _ in range(base + (model_chunk < longer)):
+            found[layer] = (model_chunk % pp, model_chunk // pp)
+            layer += 1
+    return tuple(found)
+
+
+def _stages(topology: Topology, param: Param, num_layers: int) -> tuple[tuple[int, int], ...]:
+    """``(stage, chunk)`` pairs holding ``param``."""
+    if param.layer is not None:
+        if param.layer >= num_layers:
+            raise TopologyError(
+                f"Param {param.name!r} layer {param.layer} is outside the model's {num_layers} "
+                f"layers; give a layer in range({num_layers})"
+            )
+        return (layer_chunks(topology, num_layers)[param.layer],)
+    last = (topology.pp - 1, (topology.vpp or 1) - 1)
+    if param.position == "first":
+        return ((0, 0),)
+    if param.position == "last":
+        return (last,)
+    stages = sorted(s % topology.pp for s in topology.embedding_stages)
+    return tuple((0, 0) if s == 0 else (s, last[1]) for s in dict.fromkeys(stages))
+
+
+def _grid(topology: Topology, param: Param) -> Grid:
+    if topology.gtp > 1 or topology.egtp > 1:
+        raise TopologyError(
+            f"a transfer does not place weights under gtp({topology.gtp}) / egtp("
+            f"{topology.egtp}) rematerialisation yet; use gtp = egtp = 1"
+        )
+    grid = topology.expert if param.row.grid == "expert" else None
+    return grid if grid is not None else topology.dense  # no expert folding: the dense grid
+
+
+def _expert_coord(topology: Topology, param: Param, grid: Grid) -> dict[str, int]:
+    if "ep" not in grid.axes:
+        return {}
+    assert param.expert is not None and param.num_experts is not None
+    if param.num_experts % topology.ep:
+        raise TopologyError(
+            f"Param {param.name!r} num_experts {param.num_experts} is not divisible by "
+            f"ep({topology.ep}); use an ep that divides {param.num_experts}"
+        )
+    return {"ep": param.expert // (param.num_experts // topology.ep)}
+
+
+def param_placement(topology: Topology, param: Param, *, num_layers: int) -> ParamPlacement:
+    """Every shard of ``param`` in ``topology`` and the ranks holding it (see the module).
+
+    Args:
+        topology: the layout.
+        param: the weight.
+        num_layers: the model's transformer layers (places ``param.layer``).
+
+    Raises:
+        TopologyError: a part not divisible by tp (etp), experts not divisible by ep, a layer
+            outside the model, or gtp / egtp > 1.
+    """
+    grid = _grid(topology, param)
+    row = param.row
+    axis = "etp" if "etp" in grid.axes else "tp"
+    split = grid.size(axis) if row.dim is not None else 1
+    width = shard_size(param, split, axis)
+    coord = _expert_coord(topology, param, grid)
+    offsets = [sum(param.part_sizes[:j]) for j in range(len(param.part_sizes))]
+    shards = []
+    for stage, chunk in _stages(topology, param, num_layers):
+        for index in range(split):
+            fixed = {**coord, "pp": stage, **({axis: index} if row.dim is not None else {})}
+            ranges = tuple(
+                (o + index * (n // split), o + (index + 1) * (n // split))
+                for o, n in zip(offsets, param.part_sizes, strict=True)
+            )
+            shards.append(ParamShard(index, stage, chunk, grid.matching(**fixed), ranges))
+    assert sum(hi - lo for lo, hi in shards[0].ranges) == width
+    axes = tuple(a for a in grid.axes if a not in ("pp", "ep"))
+    return ParamPlacement(param, split, tuple(shards), axes)

@@ -1,0 +1,222 @@
+"""Golden tables and error messages of weight placements and transfer plans."""
+
+from __future__ import annotations
+
+import pytest
+
+from topology import (
+    Allocation,
+    Host,
+    Param,
+    Tier,
+    Topology,
+    TopologyError,
+    param_placement,
+    transfer,
+)
+from topology._cli.main import main
+from topology._transfer.models import weights
+from topology._transfer.placement import layer_chunks
+
+# Each row: layout, weight, num_layers -> (shard index, stage, chunk, ranks, ranges) per shard.
+# Invariant: the ranks of one stage's shards partition the stage; ranges tile the cut dim.
+PLACEMENTS = [
+    (
+        Topology(8, tp=2, pp=2),
+        Param("fc1", (8, 4), sharding="column", parts=(4, 4), layer=1),
+        2,
+        [(0, 1, 0, (4, 6), ((0, 2), (4, 6))), (1, 1, 0, (5, 7), ((2, 4), (6, 8)))],
+    ),
+    (
+        Topology(8, tp=2, pp=2),
+        Param("proj", (4, 8), sharding="row", layer=0),
+        2,
+        [(0, 0, 0, (0, 2), ((0, 4),)), (1, 0, 0, (1, 3), ((4, 8),))],
+    ),
+    (
+        Topology(4, tp=2, pp=2),
+        Param("embed", (6, 4), sharding="vocab", position="tied"),
+        2,
+        [
+            (0, 0, 0, (0,), ((0, 3),)),
+            (1, 0, 0, (1,), ((3, 6),)),
+            (0, 1, 0, (2,), ((0, 3),)),
+            (1, 1, 0, (3,), ((3, 6),)),
+        ],
+    ),
+    (
+        Topology(8, pp=2, vpp=2),
+        Param("norm", (4,), layer=3),
+        4,
+        [(0, 1, 1, (4, 5, 6, 7), ((0, 4),))],
+    ),
+    (
+        Topology(8, tp=2, ep=4, etp=1),
+        Param("e5", (4, 2), sharding="expert-column", layer=0, expert=5, num_experts=8),
+        1,
+        [(0, 0, 0, (2, 6), ((0, 4),))],
+    ),
+    (
+        Topology(8, tp=2, ep=2, etp=2),
+        Param("e1", (2, 4), sharding="expert-row", layer=0, expert=1, num_experts=2),
+        1,
+        [(0, 0, 0, (2, 6), ((0, 2),)), (1, 0, 0, (3, 7), ((2, 4),))],
+    ),
+]
+
+
+@pytest.mark.parametrize(("topo", "param", "layers", "expected"), PLACEMENTS)
+def test_placements_golden(
+    topo: Topology, param: Param, layers: int, expected: list[tuple[object, ...]]
+) -> None:
+    """Shards, stages, chunks, holders and ranges of each weight match the table."""
+    shards = param_placement(topo, param, num_layers=layers).shards
+    assert [(s.index, s.stage, s.chunk, s.ranks, s.ranges) for s in shards] == expected
+
+
+def test_dtensor_pairs() -> None:
+    """Mesh axes and placements as DTensor spells them; fused parts have none."""
+    topo = Topology(16, tp=2, cp=2, pp=2)
+    row = param_placement(topo, Param("w", (4, 8), sharding="row", layer=0), num_layers=2)
+    assert row.dtensor == (("dp", "cp", "tp"), ("Replicate()", "Replicate()", "Shard(1)"))
+    norm = param_placement(topo, Param("n", (4,), layer=0), num_layers=2)
+    assert norm.dtensor == (("dp", "cp", "tp"), ("Replicate()",) * 3)
+    fused = Param("fc1", (8, 4), sharding="column", parts=(4, 4), layer=0)
+    assert param_placement(topo, fused, num_layers=2).dtensor is None
+    expert = Param("e", (4, 2), sharding="expert-column", layer=0, expert=0, num_experts=2)
+    moe = param_placement(Topology(16, tp=2, ep=2, etp=1), expert, num_layers=1)
+    assert moe.dtensor == (("edp", "etp"), ("Replicate()", "Shard(0)"))
+
+
+def test_layer_chunks_split_unevenly_longest_first() -> None:
+    """61 layers on pp 16: stages 0..12 hold 4 layers, 13..15 hold 3 (numpy's array_split)."""
+    chunks = layer_chunks(Topology(16, pp=16), 61)
+    counts = [sum(stage == s for stage, _ in chunks) for s in range(16)]
+    assert counts == [4] * 13 + [3] * 3
+
+
+def test_identical_colocated_layouts_move_nothing() -> None:
+    """Every rank already holds its destination shards: no operation, no byte."""
+    topo = Topology(8, tp=2, pp=2)
+    plan = transfer(topo, topo, weights("llama-7b"))
+    assert len(plan) == 0 and plan.stats["bytes_total"] == 0
+
+
+def test_a_source_in_the_receivers_rack_is_preferred() -> None:
+    """With replicas in each rack, no byte crosses a rack (some cross hosts inside it)."""
+    racks = Allocation(
+        [Host(f"n{i}", 4, (f"r{i // 2}",)) for i in range(4)], [Tier("rack", nvlink=True)]
+    )
+    src = Topology(16, tp=2, dp=8)  # four replicas in each rack of 8 ranks
+    dst = Topology(16, tp=8, dp=2)  # colocated
+    params = weights("llama-7b")[:20]
+    near = transfer(src, dst, params, allocation=racks.rank_map(16))
+    assert near.stats["bytes_by_tier"]["world"] == 0
+    far = transfer(src, dst, params)
+    assert far.stats["bytes_total"] == near.stats["bytes_total"]
+    assert near.stats["bytes_by_tier"]["rack"] > 0
+
+
+def test_balance_on_a_moe_layout_is_within_5_percent_of_the_bound() -> None:
+    """Mixtral from tp2 x ep4 (etp1) x pp2 to tp4 x dp4: max send within 1.05x of the bound."""
+    stats = transfer(
+        Topology(16, tp=2, ep=4, etp=1, pp=2), Topology(16, tp=4), weights("mixtral-8x7b")
+    ).stats
+    assert stats["max_send_bound"] <= stats["max_send_bytes"] <= 1.05 * stats["max_send_bound"]
+
+
+ERRORS = [
+    (lambda: Param("w", (8, 4), sharding="column", parts=(4, 3)), r"parts \(4, 3\) must be ints"),
+    (lambda: Param("w", (8,), sharding="row"), r"cuts dim 1 but shape \(8,\) has 1 dims"),
+    (lambda: Param("w", (8,), sharding="diagonal"), "Param.sharding must be one of"),
+    (lambda: Param("w", (8, 2), sharding="expert-row", layer=0), "takes expert and num_experts"),
+    (lambda: Param("w", (8,), expert=1, num_experts=2), "takes expert and num_experts neither"),
+    (
+        lambda: Param("w", (8, 2), sharding="expert-row", layer=0, expert=2, num_experts=2),
+        r"expert 2 must lie in range\(num_experts=2\)",
+    ),
+    (
+        lambda: param_placement(
+            Topology(3, tp=3), Param("w", (8, 2), sharding="column"), num_layers=1
+        ),
+        r"part of 8 along dim 0 is not divisible by tp\(3\)",
+    ),
+    (
+        lambda: param_placement(Topology(2), Param("w", (8,), layer=4), num_layers=4),
+        r"layer 4 is outside the model's 4 layers",
+    ),
+    (
+        lambda: param_placement(Topology(8, pp=4, vpp=2), Param("w", (8,), layer=1), num_layers=6),
+        r"num_layers 6 is fewer than pp\(4\) \* vpp\(2\) = 8",
+    ),
+    (
+        lambda: param_placement(
+            Topology(4, ep=4, etp=1),
+            Param("e", (2, 2), sharding="expert-row", layer=0, expert=0, num_experts=2),
+            num_layers=1,
+        ),
+        r"num_experts 2 is not divisible by ep\(4\)",
+    ),
+    (
+        lambda: param_placement(Topology(8, tp=2, gtp=2), Param("w", (8,)), num_layers=1),
+        r"gtp\(2\)",
+    ),
+    (lambda: transfer(Topology(2), Topology(2), []), "params must be a non-empty sequence"),
+    (lambda: transfer(Topology(2), "tp=2", [Param("w", (2,))]), "dst must be a Topology"),  # type: ignore[arg-type]
+    (
+        lambda: transfer(Topology(2), Topology(2), [Param("w", (2,))], allocation=8),  # type: ignore[arg-type]
+        "allocation must be an Allocation, a RankMap or None",
+    ),
+    (
+        lambda: transfer(
+            Topology(4),
+            Topology(4),
+            [Param("w", (2,))],
+            allocation=Allocation([Host("a", 2)]).rank_map(2),
+        ),
+        "allocation places 2 ranks but the layouts use ranks up to 3",
+    ),
+    (lambda: weights("gpt-5"), "unknown model preset 'gpt-5' for a transfer"),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), ERRORS)
+def test_errors_name_the_value_and_the_fix(call: object, message: str) -> None:
+    """Each invalid input raises TopologyError with its pinned message."""
+    with pytest.raises(TopologyError, match=message):
+        call()  # type: ignore[operator]
+
+
+def test_cli_prints_the_balance_and_the_tiers(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text output names the bytes, the bound ratio and each tier."""
+    code = main(
+        [
+            "transfer",
+            "--from",
+            "tp=2,dp=4",
+            "--to",
+            "tp=4,dp=2",
+            "-w",
+            "8",
+            "--to-offset",
+            "8",
+            "--to-world-size",
+            "8",
+            "--model",
+            "llama-7b",
+            "--hosts",
+            "n[0-3]",
+            "--gpus-per-host",
+            "4",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "x the bound" in out and "bytes by tier" in out and "world" in out
+
+
+def test_cli_refuses_a_bad_layout(capsys: pytest.CaptureFixture[str]) -> None:
+    """A layout item that is not FIELD=N exits 2 with one line naming it."""
+    code = main(["transfer", "--from", "tp=x", "--to", "tp=2", "-w", "4", "--model", "llama-7b"])
+    assert code == 2
+    assert "--from item 'tp=x' is not FIELD=N" in capsys.readouterr().err

@@ -1,0 +1,145 @@
+"""Laws of the transfer plan: every destination element arrives exactly once, bytes add up,
+the plan is deterministic and no rank sends less than the lower bound says it must."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topology import Allocation, Host, RankMap, Tier, Topology
+from topology._transfer.params import Param
+from topology._transfer.placement import param_placement
+from topology._transfer.plan import transfer
+from topology.strategies import topologies
+
+LAYOUTS = topologies(max_world_size=16, max_size=4, max_vpp=2, max_hcp_levels=0)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int, RankMap | None]:
+    """Two layouts, a few weights both can shard (sizes multiples of both sides' splits) and,
+    sometimes, NVLink racks of two hosts to prefer sources in."""
+    src, dst = draw(LAYOUTS), draw(LAYOUTS)
+    world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
+    gpus = draw(st.sampled_from((1, 2, 4)))
+    hosts = [Host(f"n{i}", gpus, (f"r{i // 2}",)) for i in range(-(-world // gpus))]
+    racks = Allocation(hosts, [Tier("rack", nvlink=True)]).rank_map(world)
+    rank_map = draw(st.sampled_from((None, racks)))
+    unit = math.lcm(src.tp, src.etp, dst.tp, dst.etp)
+    experts = src.ep * dst.ep
+    chunks = max(src.pp * (src.vpp or 1), dst.pp * (dst.vpp or 1))
+    layers = chunks + draw(st.integers(0, 2))
+    k = draw(st.integers(1, 2))
+    params = [
+        Param("embed", (unit * k, 3), sharding="vocab", position=draw(st.sampled_from(POS))),
+        Param("qkv", (unit * 3, 4), sharding="column", parts=(unit * 2, unit), layer=0),
+        Param("proj", (5, unit * k), sharding="row", layer=layers - 1),
+        Param("norm", (7,), layer=draw(st.integers(0, layers - 1))),
+        Param("out", (unit, 2), sharding="vocab", position="last", itemsize=4),
+    ]
+    layer = draw(st.integers(0, layers - 1))
+    for e in sorted(set(draw(st.lists(st.integers(0, experts - 1), min_size=1, max_size=3)))):
+        params.append(
+            Param(
+                f"fc1.{e}",
+                (unit * 2, 3),
+                sharding="expert-column",
+                parts=(unit, unit),
+                layer=layer,
+                expert=e,
+                num_experts=experts,
+            )
+        )
+        params.append(
+            Param(
+                f"fc2.{e}",
+                (3, unit),
+                sharding="expert-row",
+                layer=layer,
+                expert=e,
+                num_experts=experts,
+            )
+        )
+    return src, dst, params, layers, rank_map
+
+
+POS = ("first", "last", "tied")
+Case = tuple[Topology, Topology, list[Param], int, RankMap | None]
+
+
+def _local_rows(topo: Topology, param: Param, layers: int) -> dict[int, list[int]]:
+    """Each holder's local rows along the cut dim, as global row indices."""
+    rows: dict[int, list[int]] = {}
+    for shard in param_placement(topo, param, num_layers=layers).shards:
+        local = [g for lo, hi in shard.ranges for g in range(lo, hi)]
+        for r in shard.ranks:
+            rows[r] = local
+    return rows
+
+
+@settings(max_examples=30)
+@given(cases())
+def test_every_destination_element_arrives_exactly_once(
+    case: Case,
+) -> None:
+    """Held rows plus received rows cover each receiver's shard once, from the right source rows."""
+    src, dst, params, layers, rank_map = case
+    plan = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
+    for index, param in enumerate(params):
+        have = _local_rows(src, param, layers)
+        want = _local_rows(dst, param, layers)
+        counts = {
+            r: Counter(g for g in rows if g in set(have.get(r, ()))) for r, rows in want.items()
+        }
+        for op in plan.ops:
+            if op.param is not param or plan.params.index(op.param) != index:
+                continue
+            n = op.stop - op.start
+            assert have[op.src][op.src_start : op.src_start + n] == list(range(op.start, op.stop))
+            assert want[op.dst][op.dst_start : op.dst_start + n] == list(range(op.start, op.stop))
+            counts[op.dst].update(range(op.start, op.stop))
+        for r, rows in want.items():
+            assert counts[r] == Counter(rows), (param.name, r)
+
+
+@settings(max_examples=30)
+@given(cases())
+def test_bytes_equal_destination_shards_less_what_is_held(
+    case: Case,
+) -> None:
+    """The plan moves exactly the destination shards' bytes that their ranks do not hold."""
+    src, dst, params, layers, rank_map = case
+    plan = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
+    expected = 0
+    for param in params:
+        have = _local_rows(src, param, layers)
+        for r, rows in _local_rows(dst, param, layers).items():
+            held = set(have.get(r, ()))
+            expected += sum(g not in held for g in rows) * param.row_bytes
+    assert plan.stats["bytes_total"] == expected == sum(op.nbytes for op in plan.ops)
+
+
+@settings(max_examples=20)
+@given(cases())
+def test_the_plan_is_deterministic(case: Case) -> None:
+    """Planning twice gives the same operations in the same order."""
+    src, dst, params, layers, rank_map = case
+    first = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
+    again = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
+    assert first.rows == again.rows, "the plan changed between two calls"
+    assert first == again
+
+
+@settings(max_examples=30)
+@given(cases())
+def test_no_rank_sends_less_than_the_bound(
+    case: Case,
+) -> None:
+    """max_send_bytes >= max_send_bound and receivers get exactly what they lack."""
+    src, dst, params, layers, rank_map = case
+    stats = transfer(src, dst, params, num_layers=layers, allocation=rank_map).stats
+    assert stats["max_send_bytes"] >= stats["max_send_bound"]
+    assert stats["max_recv_bytes"] == stats["max_recv_bound"]
