@@ -22,11 +22,9 @@ repo="$(cd "$here/../.." && pwd)"
 target="${1:-all}"
 version="${2:-0.19.2}"
 shift $(( $# > 2 ? 2 : $# ))
-case "$version" in
-  0.16.1 | 0.17.1 | 0.18.2) tag="core_v$version" ;;
-  0.19.2) tag="core_v0.19.0" ;;
-  *) echo "VERSION must be 0.16.1, 0.17.1, 0.18.2 or 0.19.2, got $version" >&2; exit 2 ;;
-esac
+# shellcheck source=megatron_tag.sh
+source "$here/megatron_tag.sh"
+tag="$(megatron_tag "$version")"
 tree="${MEGATRON_TREE:-/tmp/megatron-lm-pgc-tests-$tag}"
 mirror="${MEGATRON_MIRROR:-/work/.mirror/NVIDIA+Megatron-LM/repo}"
 suite=tests/unit_tests/test_process_groups_config.py
