@@ -27,11 +27,19 @@ from ._creation import (
 )
 from ._creation_plan import DEFAULT_GLOO, Channel, Layout, Settings, key_of, local_plan, shown
 
-__all__ = ["ProcessGroups", "describe", "join", "refuse", "require_initialized"]
+__all__ = [
+    "SINGLE",
+    "ProcessGroups",
+    "describe",
+    "join",
+    "refuse",
+    "release",
+    "require_initialized",
+]
 
 _generation = 0  # how many times this process ran ProcessGroups.create (keys the store)
 _verifications = 0  # how many times this process ran ProcessGroups.verify
-_SINGLE = object()  # a singleton group, made on first use without any collective
+SINGLE = object()  # a singleton group, made on first use without any collective
 _CREATE = "ProcessGroups.create"
 _DONE = "the end of ProcessGroups.create (every rank made its groups)"
 
@@ -149,7 +157,7 @@ def _unagreed_strategy(strategy: object) -> str:
     return "all"
 
 
-def _release(group: Any) -> None:
+def release(group: Any) -> None:
     """Destroy ``group`` unless torch no longer knows it (the whole world was destroyed first,
     say, or the group never came from torch): there is nothing left to free then."""
     if group in dist.distributed_c10d._world.pg_map:
@@ -351,7 +359,7 @@ class ProcessGroups:
                 _new_world_groups(plan, registry)
         except BaseException:
             for group in reversed(registry.owned):  # leave torch's registry as it was
-                _release(group)
+                release(group)
             raise
         slots: dict[Channel, Any] = {}
         for channel, ranks, action in plan:
@@ -360,7 +368,7 @@ class ProcessGroups:
             if action == "world" and agreed:
                 slots[channel] = dist.group.WORLD
             elif action == "single":
-                slots[channel] = registry.groups.get(key_of(ranks, channel), _SINGLE)
+                slots[channel] = registry.groups.get(key_of(ranks, channel), SINGLE)
             else:
                 slots[channel] = registry.get(key_of(ranks, channel))
         return cls(settings, chosen, rank, slots, registry)
@@ -501,13 +509,22 @@ class ProcessGroups:
         tags = dist.distributed_c10d._world.tags_to_pg
         for group in reversed(list(made.values())):
             tag = dist.distributed_c10d._world.pg_to_tag.get(group)
-            _release(group)
+            release(group)
             # torch leaves an empty list behind under the group's own tag; drop it
             if tag is not None and tag in tags and not tags[tag]:
                 del tags[tag]
         self._registry.owned.clear()
         self._registry.groups.clear()
         self._slots.clear()
+
+    def _hand_over(self) -> tuple[Settings, dict[Channel, Any], Registry]:
+        """Give this object's settings, slots and registry to a successor (a recovery) and
+        become unusable; nothing is destroyed (the successor releases what it does not keep)."""
+        self._alive()
+        self._destroyed = True
+        parts = (self._settings, dict(self._slots), self._registry)
+        self._slots.clear()
+        return parts
 
     def __enter__(self) -> ProcessGroups:
         return self
@@ -577,7 +594,7 @@ class ProcessGroups:
             raise TopologyError(
                 f"rank {self._rank} is outside {self.topology}; it holds no {channel.kind} group"
             )
-        if slot is _SINGLE:
+        if slot is SINGLE:
             slot = self._registry.new_local((self._rank,), channel)
             self._slots[channel] = slot
         return slot

@@ -8,10 +8,11 @@ or one rank of a ``fake`` world in this process (no data moves) for group-creati
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import tempfile
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,7 +31,7 @@ def _free_port() -> int:
 def _entry(
     rank: int,
     world_size: int,
-    init_file: str,
+    init_method: str,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     errors: Any,
@@ -40,7 +41,7 @@ def _entry(
 
     torch.set_num_threads(1)
     dist.init_process_group(
-        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
+        "gloo", init_method=init_method, rank=rank, world_size=world_size
     )
     try:
         fn(rank, world_size, *args)
@@ -51,19 +52,31 @@ def _entry(
         dist.destroy_process_group()
 
 
-def run_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: float = 120) -> None:
+def run_world(
+    world_size: int,
+    fn: Callable[..., Any],
+    *args: Any,
+    timeout: float = 120,
+    killed: Collection[int] = (),
+    store: str = "file",
+) -> None:
     """Call ``fn(rank, world_size, *args)`` on ``world_size`` spawned gloo ranks; re-raise failures.
 
     ``fn`` must be a module-level function (it is pickled into each process). The default group
-    is initialised before and destroyed after ``fn``.
+    is initialised before and destroyed after ``fn``. The ranks in ``killed`` must die of
+    SIGKILL (a test of a lost rank kills it on purpose); every other rank must exit with 0.
+    ``store="tcp"`` meets on a TCPStore hosted by rank 0 (as ``torchrun`` does) instead of a file.
     """
     context = mp.get_context("spawn")
     errors = context.SimpleQueue()
     with tempfile.TemporaryDirectory() as folder:
-        init_file = os.path.join(folder, "store")
+        if store == "tcp":
+            init_method = f"tcp://127.0.0.1:{_free_port()}"
+        else:
+            init_method = f"file://{os.path.join(folder, 'store')}"
         processes = [
             context.Process(
-                target=_entry, args=(rank, world_size, init_file, fn, args, errors), daemon=True
+                target=_entry, args=(rank, world_size, init_method, fn, args, errors), daemon=True
             )
             for rank in range(world_size)
         ]
@@ -82,9 +95,14 @@ def run_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: floa
             raise AssertionError(f"rank {rank} of {world_size} failed:\n{text}")
         if alive:
             raise AssertionError(f"{len(alive)} of {world_size} ranks hung past {timeout}s")
-        bad = [p.exitcode for p in processes if p.exitcode != 0]
+        expected = [-signal.SIGKILL if rank in killed else 0 for rank in range(world_size)]
+        bad = {
+            rank: p.exitcode
+            for rank, (p, code) in enumerate(zip(processes, expected, strict=True))
+            if p.exitcode != code
+        }
         if bad:
-            raise AssertionError(f"ranks exited with codes {bad}")
+            raise AssertionError(f"ranks exited with codes {bad} (rank: code), expected {expected}")
 
 
 @contextmanager

@@ -1,0 +1,19 @@
+"""Go on after ranks die, without a restart: agree on the lost ranks, then apply a reshape.
+
+On a failure (a collective raised: a closed connection, or the groups' ``timeout`` passed),
+every survivor calls, with the same ``generation``:
+
+>>> lost = recovery.agree_lost(generation=0, deadline=timedelta(seconds=5))  # doctest: +SKIP
+>>> plan = topology.reshape(groups.topology, lost_ranks=lost, gpus_per_node=8)  # doctest: +SKIP
+>>> groups = recovery.apply(groups, plan, generation=0)  # doctest: +SKIP
+
+``agree_lost`` meets on the job's store (never in a collective); ``apply`` keeps every
+communicator the reshape reuses and makes the others among survivors only. Create the first
+groups with ``ProcessGroups.create(..., timeout=...)`` so that a collective with a dead peer
+fails within that timeout instead of torch's 30 minutes.
+"""
+
+from ._apply import apply
+from ._lost import agree_lost
+
+__all__ = ["agree_lost", "apply"]

@@ -1,0 +1,149 @@
+"""Apply a :class:`topology.Reshape` to one rank's process groups, among survivors only (private).
+
+Algorithm, on each surviving rank, per channel (kind, gloo companion, independent copy) of the
+new layout: map the rank's new group back to torch ranks (``Reshape.rank_of`` inverted); when
+that is exactly the rank's old group of the kind, the old communicator object is kept as it is
+(``reuse``); otherwise a new one is made by its members alone
+(``new_group(use_local_synchronization=True)`` under a name every member derives from the
+generation and the ranks), never through the default group, which still holds the dead rank.
+Old communicators nobody keeps are destroyed locally (gloo needs no peer for that). A rank the
+reshape leaves without a new rank (idle, reserve) releases everything and gets None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch.distributed as dist
+
+from topology import Reshape, Topology, TopologyError
+
+from .._agreement import fingerprint
+from .._creation import Registry
+from .._creation_plan import Channel, Settings, key_of
+from .._process_groups import SINGLE, ProcessGroups, describe, release
+
+__all__ = ["apply"]
+
+
+class _Renumbered(Registry):
+    """A registry for a layout whose rank ``r`` is torch rank ``torch_rank[r]``: groups are
+    asked for in layout ranks and made of torch ranks."""
+
+    def __init__(self, rank: int, generation: str, torch_rank: Mapping[int, int]) -> None:
+        super().__init__(rank, generation)
+        self.torch_rank = dict(torch_rank)
+
+    def new_local(self, ranks: tuple[int, ...], channel: Channel) -> Any:
+        return super().new_local(tuple(self.torch_rank[r] for r in ranks), channel)
+
+
+def _torch_rank(registry: Registry, rank: int) -> int:
+    """The torch rank of layout ``rank`` (the same rank unless an earlier recovery renumbered)."""
+    return registry.torch_rank[rank] if isinstance(registry, _Renumbered) else rank
+
+
+def _check(groups: object, result: object, generation: object) -> tuple[ProcessGroups, Reshape]:
+    if not isinstance(groups, ProcessGroups):
+        raise TopologyError(
+            f"groups must be the ProcessGroups the job trained with, got {type(groups).__name__}"
+        )
+    if not isinstance(result, Reshape):
+        raise TopologyError(
+            f"result must be a topology.Reshape, got {type(result).__name__}; "
+            "compute it with topology.reshape(groups.topology, lost_ranks=...)"
+        )
+    if type(generation) is not int or generation < 0:
+        raise TopologyError(
+            f"generation must be an int >= 0 (the one agree_lost used), got {generation!r}"
+        )
+    if not isinstance(groups.topology, Topology) or groups.topology != result.old:
+        raise TopologyError(
+            f"the reshape starts from {result.old} but these groups realise {groups.topology}; "
+            "compute it with topology.reshape(groups.topology, ...)"
+        )
+    if result.replaced:
+        raise TopologyError(
+            f"the reshape brings in {len(result.replaced)} spare host(s), which an in-process "
+            "recovery cannot start; relaunch on the new hostfile, or reshape with "
+            "policy='drop' or 'shrink'"
+        )
+    return groups, result
+
+
+def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> ProcessGroups | None:
+    """This rank's process groups for ``result.new``: reused ones kept, new ones among survivors.
+
+    SPMD contract: call on every surviving rank (after :func:`agree_lost`, with the
+    :class:`~topology.Reshape` every survivor computed from the agreed lost ranks), with equal
+    ``result`` and ``generation``. ``groups`` is consumed: afterwards only the returned object
+    is usable. Nothing here touches the default group or a lost rank; every new group gets the
+    timeout its kind had. The returned object speaks the new layout's ranks (``global_rank`` is
+    this rank's new rank, ``ranks(kind)`` new ranks); the torch ranks of a group are
+    ``torch.distributed.get_process_group_ranks(group)``; point-to-point calls take
+    ``group_dst=`` / ``group_src=`` positions. Moved shards (``result.sources``) are the caller's
+    to fetch.
+
+    Returns:
+        The new groups, or None when this rank has no place in the new layout (idle or reserve):
+        it has released every group and should leave.
+
+    Raises:
+        TopologyError: ``result`` does not start from ``groups.topology``, brings in spare hosts,
+            or maps a group's ranks out of torch's order.
+
+    >>> lost = agree_lost(generation=0, deadline=timedelta(seconds=5))  # doctest: +SKIP
+    >>> plan = reshape(groups.topology, lost_ranks=lost, gpus_per_node=8)  # doctest: +SKIP
+    >>> groups = apply(groups, plan, generation=0)  # doctest: +SKIP
+    """
+    groups, result = _check(groups, result, generation)
+    old, new = result.old, result.new
+    me = groups.global_rank
+    target = result.rank_of(me)
+    settings, slots, registry = groups._hand_over()
+    owned = {id(g): g for g in registry.owned}
+    if target is None:
+        for group in reversed(list(owned.values())):
+            release(group)
+        return None
+    torch_rank = {
+        n: _torch_rank(registry, local + old.rank_offset)
+        for local, n in enumerate(result.mapping)
+        if n is not None
+    }
+    channels = tuple(c for c in settings.channels if c.kind in new.kinds)
+    renewed = Settings(new, new.world_size, settings.default_backend, channels, None)
+    name = f"recovery/{generation}/{fingerprint(describe(renewed, 'local'))}"
+    made = _Renumbered(target, name, torch_rank)
+    kept: dict[Channel, Any] = {}
+    for channel in channels:
+        if not new.has_group(target, channel.kind):
+            continue
+        members = new.group_of(target, channel.kind)
+        ranks = tuple(torch_rank[r] for r in members)
+        if list(ranks) != sorted(ranks):
+            raise TopologyError(
+                f"the {channel.kind} group {members} of the new layout is torch ranks {ranks}, "
+                "not ascending, so group positions would differ from the layout's; "
+                "reshape with policy='drop' or 'shrink'"
+            )
+        before = slots.get(channel)
+        was = (
+            tuple(_torch_rank(registry, r) for r in old.group_of(me, channel.kind))
+            if old.has_group(me, channel.kind)
+            else None
+        )
+        if before not in (None, SINGLE, dist.group.WORLD) and was == ranks:
+            key = key_of(ranks, channel)
+            if key not in made.groups:
+                made.keep(key, before)
+            kept[channel] = made.groups[key]
+        elif len(ranks) == 1:
+            kept[channel] = SINGLE  # made on first use, by this rank alone
+        else:
+            kept[channel] = made.new_local(members, channel)
+    still = {id(g) for g in made.owned}
+    for group in reversed([g for i, g in owned.items() if i not in still]):
+        release(group)
+    return ProcessGroups(renewed, "local", target, kept, made)

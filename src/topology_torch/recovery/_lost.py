@@ -1,0 +1,139 @@
+"""Which ranks are lost: every survivor announces itself, one decides, all read it (private).
+
+Algorithm (generation ``g``, space ``rank-topology/recovery/g`` of the job's store):
+
+1. **Announce.** Each survivor sets ``alive/<rank>`` and counts itself in ``count``; the rank
+   that brings the count to the number of expected ranks sets ``all`` (then nobody is lost).
+2. **Wait.** Each survivor waits for ``all`` at most ``deadline`` from its own announcement
+   (one ``store.wait``); a dead rank never announces, so this wait is what costs time.
+3. **Decide.** The lowest rank that announced, in this rank's view, proposes the ranks that did
+   not (``compare_set`` on ``decided``: the first proposal wins, so there is one decision).
+4. **Read.** Every survivor waits for ``decided`` at most ``deadline`` more and returns it; if
+   it does not come, a ``TopologyError`` names the ranks that never announced.
+
+Survivors reach this point at different times (one sees a closed connection at once, another
+waits for its collective's timeout), so ``deadline`` must exceed that spread: the groups'
+``timeout`` plus one step is enough.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+from topology import TopologyError
+
+__all__ = ["agree_lost"]
+
+_PREFIX = "rank-topology/recovery"
+
+
+def _shown(ranks: Iterable[int]) -> str:
+    listed = list(ranks)
+    head = ", ".join(map(str, listed[:8]))
+    more = f" and {len(listed) - 8} more" if len(listed) > 8 else ""
+    return f"{'rank' if len(listed) == 1 else 'ranks'} {head}{more}"
+
+
+def _check(generation: object, deadline: object, among: object) -> tuple[int, ...] | None:
+    """Raise ``TopologyError`` for an invalid argument; the expected ranks (None: all)."""
+    if type(generation) is not int or generation < 0:
+        raise TopologyError(
+            f"generation must be an int >= 0 (one per failure, equal on every survivor), "
+            f"got {generation!r}"
+        )
+    if not isinstance(deadline, timedelta) or deadline <= timedelta(0):
+        raise TopologyError(
+            f"deadline must be a positive datetime.timedelta, got {deadline!r}; "
+            "e.g. deadline=timedelta(seconds=5) (more than the groups' timeout)"
+        )
+    if among is None:
+        return None
+    if isinstance(among, str | bytes) or not isinstance(among, Iterable):
+        raise TopologyError(f"among must be ranks (ints >= 0) or None, got {among!r}")
+    ranks = tuple(among)
+    bad = [r for r in ranks if type(r) is not int or r < 0]
+    if bad:
+        raise TopologyError(f"among must be ranks (ints >= 0), got {bad[0]!r}")
+    return tuple(sorted(set(ranks)))
+
+
+def agree_lost(
+    *,
+    generation: int,
+    deadline: timedelta,
+    among: Iterable[int] | None = None,
+    store: Any = None,
+) -> tuple[int, ...]:
+    """The ranks lost since the last agreement, decided once and read by every survivor.
+
+    SPMD contract: call on every surviving rank once per failure, with equal ``generation``
+    (a new one each time), ``deadline`` and ``among``. Nothing here waits for a dead rank: one
+    wait for the others to announce themselves and one for the decision, each at most
+    ``deadline``; no collective runs. The decision is taken by the lowest surviving rank.
+
+    Args:
+        generation: which failure this is (0, 1, ...): it names the store keys.
+        deadline: how long to wait for the other survivors, then for the decision; more than
+            the groups' ``timeout`` (survivors stuck in a collective arrive that much later).
+        among: the ranks expected (default: every rank of the default group).
+        store: the job's store (default: the default group's, which rank 0 hosts).
+
+    Returns:
+        The lost ranks, ascending (empty when every expected rank announced itself).
+
+    Raises:
+        TopologyError: an invalid argument, this rank not among the expected ones, or no
+            decision within ``2 * deadline`` (naming the ranks that never announced).
+
+    >>> lost = agree_lost(generation=0, deadline=timedelta(seconds=5))  # doctest: +SKIP
+    """
+    expected = _check(generation, deadline, among)
+    if store is None:
+        if not dist.is_available() or not dist.is_initialized():
+            raise TopologyError(
+                "torch.distributed is not initialized and no store was given; pass store= "
+                "or call torch.distributed.init_process_group(...) before agree_lost"
+            )
+        store = c10d._get_default_store()
+    rank = dist.get_rank()
+    ranks = expected if expected is not None else tuple(range(dist.get_world_size()))
+    if rank not in ranks:
+        raise TopologyError(
+            f"rank {rank} is not among the expected {_shown(ranks)}; pass among= the ranks "
+            "that were alive before this failure"
+        )
+    space = f"{_PREFIX}/{generation}"
+    store.set(f"{space}/alive/{rank}", b"1")
+    if store.add(f"{space}/count", 1) == len(ranks):
+        store.set(f"{space}/all", b"1")
+    start = time.monotonic()
+    try:
+        store.wait([f"{space}/all"], deadline)
+    except RuntimeError:  # the store's timeout (DistStoreError is a RuntimeError)
+        pass
+    if store.check([f"{space}/all"]):
+        missing: list[int] = []
+    else:
+        missing = [r for r in ranks if not store.check([f"{space}/alive/{r}"])]
+    present = [r for r in ranks if r not in missing]
+    if present[0] == rank:
+        store.compare_set(f"{space}/decided", "", json.dumps(missing))
+    left = deadline * 2 - timedelta(seconds=time.monotonic() - start)
+    try:
+        store.wait([f"{space}/decided"], max(left, timedelta(milliseconds=1)))
+    except RuntimeError:
+        raise TopologyError(
+            f"no decision on the lost ranks came within {deadline * 2} of rank {rank}: "
+            f"{_shown(missing) if missing else 'no rank'} never announced and rank "
+            f"{present[0]} should have decided; check that every survivor calls agree_lost "
+            "with this generation, or raise the deadline"
+        ) from None
+    decided: list[int] = json.loads(store.get(f"{space}/decided"))
+    return tuple(decided)
