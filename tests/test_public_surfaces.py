@@ -1,5 +1,6 @@
-"""The public names of ``topology.cost``, ``topology_torch.ops``, ``topology_torch.layers`` and each
-``topology_torch.compat`` façade are pinned: a change here is a deliberate API change.
+"""The public names of ``topology.cost``, ``topology_torch.ops``, ``topology_torch.layers``,
+``topology_torch.recovery`` and each ``topology_torch.compat`` façade are pinned: a change here is
+a deliberate API change.
 
 The package roots are pinned in ``tests/test_public_api.py`` and ``tests/torch/test_public_api.py``.
 The torch modules are skipped when torch is absent.
@@ -51,6 +52,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     ),
     "topology_torch.compat.torchtitan": ("MeshNameError", "ParallelDims", "device_type"),
     "topology_torch.transfer": ("execute",),
+    "topology_torch.recovery": ("agree_lost", "apply"),
     "topology_torch.compat.ezpz": (
         "destroy_tensor_parallel",
         "divide_and_check_no_remainder",

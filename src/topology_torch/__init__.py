@@ -3,7 +3,8 @@
 ``ProcessGroups.create(topology)`` turns the core's groups into torch groups (deduplicated,
 singletons free); ``initialize``/``current`` hold the one default that library code falls back to;
 ``topology_torch.ops`` and ``topology_torch.layers`` hold the model-parallel building blocks;
-``topology_torch.compat`` the Megatron, ezpz and ml-starter façades.
+``topology_torch.compat`` the Megatron, ezpz and ml-starter façades; ``topology_torch.recovery``
+goes on after ranks die (agree on the lost ranks, apply a ``topology.reshape``).
 """
 
 try:  # first, so that a missing torch names the extra that installs it
@@ -15,7 +16,7 @@ except ModuleNotFoundError as error:
         "topology_torch needs torch: pip install 'rank-topology[torch]'", name="torch"
     ) from error
 
-from . import ops
+from . import ops, recovery
 from ._default import current, destroy, initialize, is_initialized
 from ._process_groups import ProcessGroups
 from .layers import (
@@ -44,4 +45,5 @@ __all__ = [
     "mp_reduce",
     "mp_scatter",
     "ops",
+    "recovery",
 ]

@@ -36,8 +36,8 @@ KILL_STEP = 2
 STEPS = 5
 SAMPLES = 12  # the global batch: dp 4 x 3, then dp 3 x 4
 WIDTH = 8
-TIMEOUT = timedelta(seconds=2)  # every group's: a collective with a dead peer fails within it
-DEADLINE = timedelta(seconds=3)  # agree_lost: more than TIMEOUT (the survivors' arrival spread)
+TIMEOUT = 3.0  # seconds, every group's: a collective with a dead peer fails within it
+DEADLINE = 4.0  # seconds, agree_lost's: more than TIMEOUT (the survivors' arrival spread)
 LR = 0.1
 
 
@@ -56,13 +56,15 @@ class _Fresh:
     """The groups ``train_step`` reads (tp, pp, dp), made fresh by their members: the
     reference. Names come from ``prefix`` and the ranks, so no communicator is shared."""
 
-    def __init__(self, plan: Reshape, new_rank: int, torch_rank: dict[int, int]) -> None:
+    def __init__(
+        self, plan: Reshape, new_rank: int, torch_rank: dict[int, int], timeout: timedelta
+    ) -> None:
         self.layout, self.me, self._groups = plan.new, new_rank, {}
         for kind in ("tp", "pp", "dp"):
             ranks = tuple(torch_rank[r] for r in plan.new.group_of(new_rank, kind))
-            with _naming.named(_naming.group_name("fresh", ranks, None, TIMEOUT)):
+            with _naming.named(_naming.group_name("fresh", ranks, None, timeout)):
                 self._groups[kind] = dist.new_group(
-                    list(ranks), timeout=TIMEOUT, use_local_synchronization=True
+                    list(ranks), timeout=timeout, use_local_synchronization=True
                 )
 
     def group(self, kind: str) -> Any:
@@ -107,22 +109,29 @@ def train_step(groups: Any, model: nn.Module, accumulation: int, step: int) -> t
     with torch.no_grad():
         start = 0
         for p in params:
-            p -= LR * flat[start : start + p.numel()].view_as(p)
+            p.sub_(LR * flat[start : start + p.numel()].view_as(p))
             p.grad = None
             start += p.numel()
     return flat[-1:].clone()
 
 
-def run(rank: int, world_size: int, out: str) -> None:
-    """The whole scenario on one rank (see the module's docstring); rank 0 writes timings."""
+def run(
+    rank: int, world_size: int, out: str, timeout: float = TIMEOUT, deadline: float = DEADLINE
+) -> None:
+    """The whole scenario on one rank (see the module's docstring); rank 0 writes timings.
+
+    ``timeout`` (every group's) and ``deadline`` (``agree_lost``'s) are seconds.
+    """
     store = c10d._get_default_store()
-    groups: ProcessGroups | None = ProcessGroups.create(LAYOUT, timeout=TIMEOUT)
+    wait = timedelta(seconds=timeout)
+    groups: ProcessGroups | None = ProcessGroups.create(LAYOUT, timeout=wait)
     assert groups is not None
-    tp_before = groups.group("tp")
+    times = {"created": time.time()}
+    tp_before, pp_before, dp_before = groups.group("tp"), groups.group("pp"), groups.group("dp")
     model = _stage(tp_before, groups.rank("pp"))
     accumulation = SAMPLES // LAYOUT.dp
     losses: list[torch.Tensor] = []
-    step, resumed, times = 0, -1, {}
+    step, resumed = 0, -1
     while step < STEPS:
         if rank == VICTIM and step == KILL_STEP:
             store.set("test/killed", repr(time.time()))
@@ -131,7 +140,8 @@ def run(rank: int, world_size: int, out: str) -> None:
             losses.append(train_step(groups, model, accumulation, step))
         except RuntimeError as error:  # gloo: "Connection closed by peer" or "Timed out"
             assert resumed < 0, f"a second failure after recovery: {error}"
-            lost = recovery.agree_lost(generation=0, deadline=DEADLINE)
+            times["failed"] = time.time()
+            lost = recovery.agree_lost(generation=0, deadline=timedelta(seconds=deadline))
             times["agreed"] = time.time()
             assert lost == (VICTIM,), lost
             plan = reshape(LAYOUT, lost_ranks=lost, gpus_per_node=2, accumulation=accumulation)
@@ -140,7 +150,10 @@ def run(rank: int, world_size: int, out: str) -> None:
             if groups is None:  # idle: its replica was dropped
                 assert plan.rank_of(rank) is None
                 return
-            assert groups.group("tp") is tp_before, "a reused communicator was rebuilt"
+            # tp and pp groups lie inside a surviving replica: the same objects; dp shrank
+            assert groups.group("tp") is tp_before and groups.group("pp") is pp_before
+            assert groups.group("dp") is not dp_before
+            assert VICTIM not in dist.get_process_group_ranks(groups.group("dp"))
             for p in model.parameters():
                 p.grad = None  # the failed step's partial gradients
             snapshot = {k: v.clone() for k, v in model.state_dict().items()}
@@ -153,7 +166,7 @@ def run(rank: int, world_size: int, out: str) -> None:
     torch_rank = {
         new: old for old, new in enumerate(plan.mapping) if new is not None
     }  # the layout starts at rank 0
-    fresh = _Fresh(plan, groups.global_rank, torch_rank)
+    fresh = _Fresh(plan, groups.global_rank, torch_rank, wait)
     reference = _stage(fresh.group("tp"), fresh.rank("pp"))
     reference.load_state_dict(snapshot)
     again = [train_step(fresh, reference, accumulation, s) for s in range(resumed, STEPS)]

@@ -21,6 +21,7 @@ EXPECTED = [
     "mp_reduce",
     "mp_scatter",
     "ops",
+    "recovery",
 ]
 
 

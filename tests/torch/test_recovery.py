@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from datetime import timedelta
+
+import pytest
+import torch.distributed as dist
 
 from tests.torch import recovery_run
-from tests.torch.world import run_world
+from tests.torch.world import fake_world, run_world
+from topology import Topology, TopologyError, reshape
+from topology_torch import ProcessGroups, recovery
+
+SHORT = timedelta(milliseconds=200)
 
 
 def test_the_survivors_train_on_as_a_fresh_dp3_run_would() -> None:
@@ -15,5 +23,50 @@ def test_the_survivors_train_on_as_a_fresh_dp3_run_would() -> None:
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "times.json")
         run_world(16, recovery_run.run, out, killed=(recovery_run.VICTIM,), store="tcp")
-        times = json.loads(open(out).read())
+        with open(out) as file:
+            times = json.load(file)
     assert len(times["losses"]) == recovery_run.STEPS
+    assert times["killed"] < times["agreed"] < times["first step"]
+
+
+def test_the_lowest_survivor_decides_that_the_silent_ranks_are_lost() -> None:
+    """Rank 1 of 2, alone on the store, decides after its deadline that rank 0 is lost."""
+    with fake_world(2, 1):
+        assert recovery.agree_lost(generation=0, deadline=SHORT, store=dist.HashStore()) == (0,)
+
+
+def test_a_decision_that_never_comes_names_the_missing_ranks() -> None:
+    """A lower rank that announced itself but never decided: the wait ends, naming who is absent."""
+    for rank, among, missing in ((1, (0, 1), "none"), (2, None, "1")):
+        store = dist.HashStore()
+        store.set("rank-topology/recovery/3/alive/0", b"1")  # rank 0 announced, then died
+        expected = rf"rank 0, the lowest .* within 0:00:00.2.* rank {rank} .*announced: {missing}\)"
+        with fake_world(3, rank), pytest.raises(TopologyError, match=expected):
+            recovery.agree_lost(generation=3, deadline=SHORT, store=store, among=among)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"generation": -1, "deadline": SHORT}, r"generation must be an int >= 0 .* got -1"),
+        ({"generation": 0, "deadline": 5}, r"deadline must be a positive datetime.timedelta"),
+        ({"generation": 0, "deadline": SHORT, "among": "01"}, r"among must be ranks .* '01'"),
+        ({"generation": 0, "deadline": SHORT, "among": (0, 2)}, r"rank 1 is not among the exp"),
+    ],
+)
+def test_agree_lost_refuses_bad_arguments(arguments: dict[str, object], message: str) -> None:
+    """Every invalid argument of agree_lost raises one TopologyError naming it."""
+    with fake_world(4, 1), pytest.raises(TopologyError, match=message):
+        recovery.agree_lost(**arguments, store=dist.HashStore())  # type: ignore[arg-type]
+
+
+def test_apply_refuses_a_reshape_of_another_layout() -> None:
+    """apply checks that the reshape starts from the groups' own layout before touching them."""
+    with fake_world(8, 1):
+        groups = ProcessGroups.create(Topology(8, tp=2))
+        plan = reshape(Topology(8, tp=4), lost_ranks=[5], gpus_per_node=1)
+        with pytest.raises(TopologyError, match=r"starts from tp4.* but these groups realise"):
+            recovery.apply(groups, plan, generation=0)
+        with pytest.raises(TopologyError, match=r"result must be a topology.Reshape, got str"):
+            recovery.apply(groups, "plan", generation=0)  # type: ignore[arg-type]
+        assert groups.group("tp") is not None  # still usable: nothing was consumed

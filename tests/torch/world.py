@@ -40,9 +40,7 @@ def _entry(
     import torch
 
     torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=init_method, rank=rank, world_size=world_size
-    )
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size)
     try:
         fn(rank, world_size, *args)
     except BaseException:

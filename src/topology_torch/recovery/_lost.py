@@ -3,23 +3,26 @@
 Algorithm (generation ``g``, space ``rank-topology/recovery/g`` of the job's store):
 
 1. **Announce.** Each survivor sets ``alive/<rank>`` and counts itself in ``count``; the rank
-   that brings the count to the number of expected ranks sets ``all`` (then nobody is lost).
-2. **Wait.** Each survivor waits for ``all`` at most ``deadline`` from its own announcement
-   (one ``store.wait``); a dead rank never announces, so this wait is what costs time.
-3. **Decide.** The lowest rank that announced, in this rank's view, proposes the ranks that did
-   not (``compare_set`` on ``decided``: the first proposal wins, so there is one decision).
-4. **Read.** Every survivor waits for ``decided`` at most ``deadline`` more and returns it; if
-   it does not come, a ``TopologyError`` names the ranks that never announced.
+   that brings the count to the number of expected ranks sets ``closed`` (nobody is lost).
+2. **Close.** The first survivor to arrive waits for ``closed`` at most ``deadline`` on its own
+   clock, then sets it: the round lasts ``deadline`` from the first announcement, however late
+   the others arrive. The others wait for ``closed`` at most ``2 * deadline`` (should the first
+   die meanwhile) and set it too. A dead rank never announces, so this wait is what costs time.
+3. **Decide.** The lowest rank that announced proposes the ranks that did not
+   (``compare_set`` on ``decided``: the first proposal wins, so there is exactly one decision).
+4. **Read.** Every survivor waits for ``decided`` at most ``deadline`` and returns it; if it
+   does not come, a ``TopologyError`` names the ranks that never announced.
 
-Survivors reach this point at different times (one sees a closed connection at once, another
-waits for its collective's timeout), so ``deadline`` must exceed that spread: the groups'
-``timeout`` plus one step is enough.
+Survivors arrive at different times (one sees a closed connection at once, another waits for
+its collective's timeout), so ``deadline`` must exceed that spread: the groups' ``timeout``
+plus one step. A survivor that arrives after the round closed is in the decision's lost ranks
+(its ``reshape`` gives it no new rank, so it leaves).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import time
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
@@ -74,14 +77,16 @@ def agree_lost(
     """The ranks lost since the last agreement, decided once and read by every survivor.
 
     SPMD contract: call on every surviving rank once per failure, with equal ``generation``
-    (a new one each time), ``deadline`` and ``among``. Nothing here waits for a dead rank: one
-    wait for the others to announce themselves and one for the decision, each at most
-    ``deadline``; no collective runs. The decision is taken by the lowest surviving rank.
+    (a new one each time), ``deadline`` and ``among``. No collective runs and nothing waits
+    for a dead rank: the round closes ``deadline`` after the first survivor arrived (at most
+    ``2 * deadline`` after this one), then the decision of the lowest surviving rank is awaited
+    at most ``deadline``.
 
     Args:
         generation: which failure this is (0, 1, ...): it names the store keys.
-        deadline: how long to wait for the other survivors, then for the decision; more than
-            the groups' ``timeout`` (survivors stuck in a collective arrive that much later).
+        deadline: how long the round stays open after the first survivor arrived, and the
+            longest wait for the decision; more than the groups' ``timeout`` (survivors stuck in
+            a collective arrive that much later).
         among: the ranks expected (default: every rank of the default group).
         store: the job's store (default: the default group's, which rank 0 hosts).
 
@@ -90,7 +95,8 @@ def agree_lost(
 
     Raises:
         TopologyError: an invalid argument, this rank not among the expected ones, or no
-            decision within ``2 * deadline`` (naming the ranks that never announced).
+            decision within ``deadline`` of the round's end (naming the ranks that never
+            announced).
 
     >>> lost = agree_lost(generation=0, deadline=timedelta(seconds=5))  # doctest: +SKIP
     """
@@ -110,30 +116,28 @@ def agree_lost(
             "that were alive before this failure"
         )
     space = f"{_PREFIX}/{generation}"
+    closed = f"{space}/closed"
     store.set(f"{space}/alive/{rank}", b"1")
-    if store.add(f"{space}/count", 1) == len(ranks):
-        store.set(f"{space}/all", b"1")
-    start = time.monotonic()
-    try:
-        store.wait([f"{space}/all"], deadline)
-    except RuntimeError:  # the store's timeout (DistStoreError is a RuntimeError)
-        pass
-    if store.check([f"{space}/all"]):
-        missing: list[int] = []
-    else:
-        missing = [r for r in ranks if not store.check([f"{space}/alive/{r}"])]
+    count = store.add(f"{space}/count", 1)
+    if count == len(ranks):
+        store.set(closed, b"1")  # everyone is here: nothing to wait for
+    # the first to arrive times the round; the others wait for it (or fall back); the store's
+    # timeout is a DistStoreError, a RuntimeError
+    with contextlib.suppress(RuntimeError):
+        store.wait([closed], deadline if count == 1 else deadline * 2)
+    store.set(closed, b"1")
+    missing = [r for r in ranks if not store.check([f"{space}/alive/{r}"])]
     present = [r for r in ranks if r not in missing]
     if present[0] == rank:
         store.compare_set(f"{space}/decided", "", json.dumps(missing))
-    left = deadline * 2 - timedelta(seconds=time.monotonic() - start)
     try:
-        store.wait([f"{space}/decided"], max(left, timedelta(milliseconds=1)))
+        store.wait([f"{space}/decided"], deadline)
     except RuntimeError:
         raise TopologyError(
-            f"no decision on the lost ranks came within {deadline * 2} of rank {rank}: "
-            f"{_shown(missing) if missing else 'no rank'} never announced and rank "
-            f"{present[0]} should have decided; check that every survivor calls agree_lost "
-            "with this generation, or raise the deadline"
+            f"rank {present[0]}, the lowest that announced itself, published no decision on the "
+            f"lost ranks within {deadline} of rank {rank} (never announced: "
+            f"{', '.join(map(str, missing)) or 'none'}); it may have died after announcing: "
+            "call agree_lost again with a new generation, or raise the deadline"
         ) from None
     decided: list[int] = json.loads(store.get(f"{space}/decided"))
     return tuple(decided)

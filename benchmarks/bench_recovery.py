@@ -1,0 +1,102 @@
+"""How long a 16-rank gloo job (tp 2, pp 2, dp 4) takes to train on after one rank dies.
+
+The scenario is ``tests/torch/recovery_run.py`` (the one ``tests/torch/test_recovery.py``
+checks): at step 2 rank 10 SIGKILLs itself; the survivors' next collective raises (a closed
+connection at once, or the groups' ``timeout``), they run ``recovery.agree_lost`` (which waits
+its ``deadline`` for ranks that never announce), ``topology.reshape`` (drop rank 10's replica:
+dp 4 -> 3, accumulation 3 -> 4) and ``recovery.apply`` (tp and pp communicators kept, dp
+ones made among survivors), and redo the step. Times are rank 0's wall clock (one host):
+
+- kill -> failed: until rank 0's collective raised (detection; at most ``timeout``);
+- failed -> agreed: ``agree_lost`` (rank 0 is the lowest survivor and waits ``deadline``);
+- agreed -> first step: ``reshape`` + ``apply`` + the redone step;
+- kill -> first step: the total (the goal: under 10 s);
+- baseline: a restart of the same job (spawn, import torch, init, ``ProcessGroups.create``),
+  measured in the same run from spawning to rank 0's groups; the ratio is total / restart.
+
+Medians over ``--repeat`` runs. Prints a table and writes ``benchmarks/results/
+bench_recovery.json``.
+
+Run: ``python benchmarks/bench_recovery.py`` (``--quick``: one run; ``--timeout``,
+``--deadline`` in seconds, default the test's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests/
+from _timing import write_result
+from tests.torch import recovery_run
+from tests.torch.world import run_world
+
+COLUMNS = (
+    ("kill -> failed", "killed", "failed"),
+    ("failed -> agreed", "failed", "agreed"),
+    ("agreed -> first step", "agreed", "first step"),
+    ("kill -> first step", "killed", "first step"),
+    ("restart (baseline)", "spawned", "created"),
+)
+
+
+def once(timeout: float, deadline: float) -> dict[str, float]:
+    """One run of the scenario: each phase's seconds."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "times.json")
+        spawned = time.time()
+        run_world(
+            16,
+            recovery_run.run,
+            out,
+            timeout,
+            deadline,
+            killed=(recovery_run.VICTIM,),
+            store="tcp",
+        )
+        times = {**json.loads(Path(out).read_text()), "spawned": spawned}
+    return {name: times[end] - times[start] for name, start, end in COLUMNS}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs (median)")
+    parser.add_argument("--timeout", type=float, default=recovery_run.TIMEOUT)
+    parser.add_argument("--deadline", type=float, default=recovery_run.DEADLINE)
+    parser.add_argument("--out", default="benchmarks/results/bench_recovery.json")
+    args = parser.parse_args()
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # store waits that time out warn
+    runs = [once(args.timeout, args.deadline) for _ in range(1 if args.quick else args.repeat)]
+    medians = {name: statistics.median(r[name] for r in runs) for name, _, _ in COLUMNS}
+    ratio = medians["kill -> first step"] / medians["restart (baseline)"]
+    print(
+        f"16 gloo ranks (tp 2, pp 2, dp 4), rank {recovery_run.VICTIM} killed; group timeout "
+        f"{args.timeout} s, agree_lost deadline {args.deadline} s; median of {len(runs)} runs"
+    )
+    for name, _, _ in COLUMNS:
+        print(f"  {name:<22} {medians[name]:7.2f} s")
+    print(f"  recovery / restart     {ratio:7.2f}x")
+    write_result(
+        args.out,
+        {
+            "world": 16,
+            "layout": "tp 2, pp 2, dp 4 -> dp 3",
+            "victim": recovery_run.VICTIM,
+            "timeout_s": args.timeout,
+            "deadline_s": args.deadline,
+            "runs": runs,
+            "median_s": medians,
+            "recovery_over_restart": ratio,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
