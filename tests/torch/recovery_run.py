@@ -128,6 +128,9 @@ def run(
     assert groups is not None
     times = {"created": time.time()}
     tp_before, pp_before, dp_before = groups.group("tp"), groups.group("pp"), groups.group("dp")
+    before = {
+        k: groups.group(k) for k in LAYOUT.kinds if LAYOUT.size(k) > 1 and groups.has_group(k)
+    }
     model = _stage(tp_before, groups.rank("pp"))
     accumulation = SAMPLES // LAYOUT.dp
     losses: list[torch.Tensor] = []
@@ -146,10 +149,18 @@ def run(
             assert lost == (VICTIM,), lost
             plan = reshape(LAYOUT, lost_ranks=lost, gpus_per_node=2, accumulation=accumulation)
             assert (plan.new.dp, plan.accumulation, plan.batch_kept) == (3, 4, True)
-            groups = recovery.apply(groups, plan, generation=0)
+            old, groups = groups, recovery.apply(groups, plan, generation=0)
+            assert "destroyed" in repr(old)  # consumed
             if groups is None:  # idle: its replica was dropped
                 assert plan.rank_of(rank) is None
                 return
+            # the core's classification, per kind: where every group is reused this rank keeps
+            # its communicator object; where none is, it has a new one
+            for change in plan.communicators:
+                if change.kind in before and groups.has_group(change.kind):
+                    kept = groups.group(change.kind) is before[change.kind]
+                    assert kept or change.shrink + change.rebuild > 0, change
+                    assert not kept or change.reuse > 0, change
             # tp and pp groups lie inside a surviving replica: the same objects; dp shrank
             assert groups.group("tp") is tp_before and groups.group("pp") is pp_before
             assert groups.group("dp") is not dp_before
