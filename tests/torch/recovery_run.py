@@ -37,7 +37,7 @@ STEPS = 5
 SAMPLES = 12  # the global batch: dp 4 x 3, then dp 3 x 4
 WIDTH = 8
 TIMEOUT = 3.0  # seconds, every group's: a collective with a dead peer fails within it
-DEADLINE = 4.0  # seconds, agree_lost's: more than TIMEOUT (the survivors' arrival spread)
+DEADLINE = 5.0  # seconds, agree_lost's: TIMEOUT + 2 s (the survivors' arrival spread, one step)
 LR = 0.1
 
 
