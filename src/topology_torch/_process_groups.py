@@ -387,7 +387,8 @@ class ProcessGroups:
 
     @property
     def global_rank(self) -> int:
-        """This process's rank in the default group."""
+        """This process's rank in the default group (in the new layout after
+        :func:`topology_torch.recovery.apply`)."""
         return self._rank
 
     @property

@@ -185,6 +185,7 @@ def run(
     assert all(map(torch.equal, losses[resumed:], again)), (losses[resumed:], again)
     for mine, theirs in zip(model.parameters(), reference.parameters(), strict=True):
         assert torch.equal(mine, theirs)
+    groups.destroy()  # the kept communicators and the new ones
     if rank == 0:
         times["killed"] = float(store.get("test/killed"))
         Path(out).write_text(json.dumps({**times, "losses": [float(v) for v in losses]}))

@@ -7,6 +7,7 @@ import os
 import tempfile
 from datetime import timedelta
 
+import attrs
 import pytest
 import torch.distributed as dist
 
@@ -60,8 +61,8 @@ def test_agree_lost_refuses_bad_arguments(arguments: dict[str, object], message:
         recovery.agree_lost(**arguments, store=dist.HashStore())  # type: ignore[arg-type]
 
 
-def test_apply_refuses_a_reshape_of_another_layout() -> None:
-    """apply checks that the reshape starts from the groups' own layout before touching them."""
+def test_apply_refuses_what_it_cannot_apply() -> None:
+    """Another layout, spare hosts, survivors out of order: refused before anything is consumed."""
     with fake_world(8, 1):
         groups = ProcessGroups.create(Topology(8, tp=2))
         plan = reshape(Topology(8, tp=4), lost_ranks=[5], gpus_per_node=1)
@@ -69,4 +70,13 @@ def test_apply_refuses_a_reshape_of_another_layout() -> None:
             recovery.apply(groups, plan, generation=0)
         with pytest.raises(TopologyError, match=r"result must be a topology.Reshape, got str"):
             recovery.apply(groups, "plan", generation=0)  # type: ignore[arg-type]
+        spared = reshape(
+            groups.topology, lost_ranks=[5], gpus_per_node=2, spares=[4], policy="spares"
+        )
+        with pytest.raises(TopologyError, match=r"brings in 1 spare host\(s\), which an in-proc"):
+            recovery.apply(groups, spared, generation=0)
+        dropped = reshape(groups.topology, lost_ranks=[5], gpus_per_node=2)
+        swapped = attrs.evolve(dropped, mapping=(1, 0, *dropped.mapping[2:]))
+        with pytest.raises(TopologyError, match=r"renumbers survivors out of their order"):
+            recovery.apply(groups, swapped, generation=0)
         assert groups.group("tp") is not None  # still usable: nothing was consumed

@@ -69,6 +69,13 @@ def _check(groups: object, result: object, generation: object) -> tuple[ProcessG
             "recovery cannot start; relaunch on the new hostfile, or reshape with "
             "policy='drop' or 'shrink'"
         )
+    kept = [n for n in result.mapping if n is not None]
+    if kept != sorted(kept):
+        raise TopologyError(
+            "the reshape renumbers survivors out of their order, so the positions in torch's "
+            "groups (ascending torch ranks) would differ from the new layout's; reshape with "
+            "policy='drop' or 'shrink'"
+        )
     return groups, result
 
 
@@ -83,7 +90,8 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
     this rank's new rank, ``ranks(kind)`` new ranks); the torch ranks of a group are
     ``torch.distributed.get_process_group_ranks(group)``; point-to-point calls take
     ``group_dst=`` / ``group_src=`` positions. Moved shards (``result.sources``) are the caller's
-    to fetch.
+    to fetch. ``verify``, ``device_mesh`` and ``world_mesh`` need the whole default group, which
+    holds the dead rank: do not call them on the result.
 
     Returns:
         The new groups, or None when this rank has no place in the new layout (idle or reserve):
@@ -91,7 +99,7 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
 
     Raises:
         TopologyError: ``result`` does not start from ``groups.topology``, brings in spare hosts,
-            or maps a group's ranks out of torch's order.
+            or renumbers survivors out of their order (nothing is consumed then).
 
     >>> lost = agree_lost(generation=0, deadline=timedelta(seconds=5))  # doctest: +SKIP
     >>> plan = reshape(groups.topology, lost_ranks=lost, gpus_per_node=8)  # doctest: +SKIP
@@ -121,13 +129,7 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
         if not new.has_group(target, channel.kind):
             continue
         members = new.group_of(target, channel.kind)
-        ranks = tuple(torch_rank[r] for r in members)
-        if list(ranks) != sorted(ranks):
-            raise TopologyError(
-                f"the {channel.kind} group {members} of the new layout is torch ranks {ranks}, "
-                "not ascending, so group positions would differ from the layout's; "
-                "reshape with policy='drop' or 'shrink'"
-            )
+        ranks = tuple(torch_rank[r] for r in members)  # ascending: the mapping keeps order
         before = slots.get(channel)
         was = (
             tuple(_torch_rank(registry, r) for r in old.group_of(me, channel.kind))
