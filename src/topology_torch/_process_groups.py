@@ -518,14 +518,15 @@ class ProcessGroups:
         self._registry.groups.clear()
         self._slots.clear()
 
-    def _hand_over(self) -> tuple[Settings, dict[Channel, Any], Registry]:
-        """Give this object's settings, slots and registry to a successor (a recovery) and
-        become unusable; nothing is destroyed (the successor releases what it does not keep)."""
+    def _parts(self) -> tuple[Settings, dict[Channel, Any], Registry]:
+        """This object's settings, slots (a copy) and registry, for a successor (a recovery)."""
         self._alive()
+        return self._settings, dict(self._slots), self._registry
+
+    def _retire(self) -> None:
+        """Become unusable without destroying anything: a successor now owns the groups."""
         self._destroyed = True
-        parts = (self._settings, dict(self._slots), self._registry)
         self._slots.clear()
-        return parts
 
     def __enter__(self) -> ProcessGroups:
         return self

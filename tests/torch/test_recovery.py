@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 from datetime import timedelta
+from unittest import mock
 
 import attrs
 import pytest
@@ -80,3 +81,25 @@ def test_apply_refuses_what_it_cannot_apply() -> None:
         with pytest.raises(TopologyError, match=r"renumbers survivors out of their order"):
             recovery.apply(groups, swapped, generation=0)
         assert groups.group("tp") is not None  # still usable: nothing was consumed
+
+
+def test_a_member_that_never_connects_leaves_the_old_groups_usable() -> None:
+    """A new group torch cannot make (a member died meanwhile) is named; the old groups stay."""
+    from topology_torch import _creation
+
+    def dead(self: object, ranks: tuple[int, ...], channel: object) -> None:
+        raise RuntimeError("wait timeout after 2000ms")  # torch's store wait, as with gloo
+
+    with fake_world(16, 0):
+        groups = ProcessGroups.create(Topology(16, tp=2, pp=2), timeout=timedelta(seconds=2))
+        tp = groups.group("tp")
+        plan = reshape(groups.topology, lost_ranks=[10], gpus_per_node=2)
+        with (
+            mock.patch.object(_creation.Registry, "new_local", dead),
+            pytest.raises(TopologyError, match=r"new dp-cp group of torch ranks 0, 4, 6 was not"),
+        ):
+            recovery.apply(groups, plan, generation=0)
+        assert groups.group("dp").size() == 4  # as it was
+        again = recovery.apply(groups, plan, generation=1)
+        assert again is not None and again.group("tp") is tp and again.group("dp").size() == 3
+        again.destroy()

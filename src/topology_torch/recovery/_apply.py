@@ -79,27 +79,55 @@ def _check(groups: object, result: object, generation: object) -> tuple[ProcessG
     return groups, result
 
 
+def _new(
+    made: _Renumbered,
+    members: tuple[int, ...],
+    ranks: tuple[int, ...],
+    channel: Channel,
+    old: Mapping[int, Any],
+) -> Any:
+    """A new communicator of ``members`` (torch ``ranks``); if one of them never connects
+    (torch's store wait for it ends after the kind's timeout), release what this call made and
+    raise ``TopologyError`` naming them, the old groups left as they were."""
+    try:
+        return made.new_local(members, channel)
+    except RuntimeError as error:
+        for group in reversed(made.owned):
+            if id(group) not in old:
+                release(group)
+        raise TopologyError(
+            f"the new {channel.kind} group of torch ranks {', '.join(map(str, ranks))} was not "
+            f"made within its timeout ({channel.timeout or 'torch default'}): one of them died "
+            "or did not call apply; these groups are left as they were: call agree_lost with "
+            f"a new generation and apply again ({type(error).__name__}: {error})"
+        ) from error
+
+
 def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> ProcessGroups | None:
     """This rank's process groups for ``result.new``: reused ones kept, new ones among survivors.
 
     SPMD contract: call on every surviving rank (after :func:`agree_lost`, with the
     :class:`~topology.Reshape` every survivor computed from the agreed lost ranks), with equal
     ``result`` and ``generation``. ``groups`` is consumed: afterwards only the returned object
-    is usable. Nothing here touches the default group or a lost rank; every new group gets the
-    timeout its kind had. The returned object speaks the new layout's ranks (``global_rank`` is
-    this rank's new rank, ``ranks(kind)`` new ranks); the torch ranks of a group are
+    is usable (unless apply raises: then ``groups`` is as it was). Nothing here touches the
+    default group or a lost rank; every new group gets the timeout its kind had.
+
+    The returned object speaks the new layout's ranks (``global_rank`` is this rank's new rank,
+    ``ranks(kind)`` new ranks); the torch ranks of a group are
     ``torch.distributed.get_process_group_ranks(group)``; point-to-point calls take
-    ``group_dst=`` / ``group_src=`` positions. Moved shards (``result.sources``) are the caller's
-    to fetch. ``verify``, ``device_mesh`` and ``world_mesh`` need the whole default group, which
-    holds the dead rank: do not call them on the result.
+    ``group_dst=`` / ``group_src=`` positions. Moved shards (``result.sources``) are the
+    caller's to fetch. ``verify``, ``device_mesh`` and ``world_mesh`` need the whole default
+    group, which holds the dead rank: do not call them on the result.
 
     Returns:
         The new groups, or None when this rank has no place in the new layout (idle or reserve):
         it has released every group and should leave.
 
     Raises:
-        TopologyError: ``result`` does not start from ``groups.topology``, brings in spare hosts,
-            or renumbers survivors out of their order (nothing is consumed then).
+        TopologyError: ``result`` does not start from ``groups.topology``, brings in spare hosts
+            or renumbers survivors out of their order; or a member of a new group never
+            connected within the kind's timeout (naming the group's ranks). ``groups`` is
+            then as it was.
 
     >>> lost = agree_lost(generation=0, deadline=timedelta(seconds=5))  # doctest: +SKIP
     >>> plan = reshape(groups.topology, lost_ranks=lost, gpus_per_node=8)  # doctest: +SKIP
@@ -109,9 +137,10 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
     old, new = result.old, result.new
     me = groups.global_rank
     target = result.rank_of(me)
-    settings, slots, registry = groups._hand_over()
+    settings, slots, registry = groups._parts()
     owned = {id(g): g for g in registry.owned}
     if target is None:
+        groups._retire()
         for group in reversed(list(owned.values())):
             release(group)
         return None
@@ -144,7 +173,8 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
         elif len(ranks) == 1:
             kept[channel] = SINGLE  # made on first use, by this rank alone
         else:
-            kept[channel] = made.new_local(members, channel)
+            kept[channel] = _new(made, members, ranks, channel, owned)
+    groups._retire()
     still = {id(g) for g in made.owned}
     for group in reversed([g for i, g in owned.items() if i not in still]):
         release(group)
