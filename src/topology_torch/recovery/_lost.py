@@ -10,6 +10,8 @@ Algorithm (generation ``g``, space ``rank-topology/recovery/g`` of the job's sto
    die meanwhile) and set it too. A dead rank never announces, so this wait is what costs time.
 3. **Decide.** The lowest rank that announced proposes the ranks that did not
    (``compare_set`` on ``decided``: the first proposal wins, so there is exactly one decision).
+   Each rank looks for a lower announced rank in order (one look when rank 0 lives); only the
+   decider reads every rank's key.
 4. **Read.** Every survivor waits for ``decided`` at most ``deadline`` and returns it; if it
    does not come, a ``TopologyError`` names the ranks that never announced.
 
@@ -126,15 +128,20 @@ def agree_lost(
     with contextlib.suppress(RuntimeError):
         store.wait([closed], deadline if count == 1 else deadline * 2)
     store.set(closed, b"1")
-    missing = [r for r in ranks if not store.check([f"{space}/alive/{r}"])]
-    present = [r for r in ranks if r not in missing]
-    if present[0] == rank:
-        store.compare_set(f"{space}/decided", "", json.dumps(missing))
+
+    def silent() -> list[int]:
+        return [r for r in ranks if not store.check([f"{space}/alive/{r}"])]
+
+    # the decider: the lowest rank that announced (rank 0, when alive, after one look)
+    lowest = next(r for r in ranks if r == rank or store.check([f"{space}/alive/{r}"]))
+    if lowest == rank:
+        store.compare_set(f"{space}/decided", "", json.dumps(silent()))
     try:
         store.wait([f"{space}/decided"], deadline)
     except RuntimeError:
+        missing = silent()
         raise TopologyError(
-            f"rank {present[0]}, the lowest that announced itself, published no decision on the "
+            f"rank {lowest}, the lowest that announced itself, published no decision on the "
             f"lost ranks within {deadline} of rank {rank} (never announced: "
             f"{', '.join(map(str, missing)) or 'none'}); it may have died after announcing: "
             "call agree_lost again with a new generation, or raise the deadline"
