@@ -39,7 +39,7 @@ from _timing import median_seconds, write_result
 from topology import Allocation, Host, Tier, Topology
 from topology._transfer.models import Architecture, weights
 from topology._transfer.params import Param
-from topology._transfer.plan import _Planner
+from topology._transfer.planner import Planner
 
 POLICIES = ("balanced", "first", "round-robin")
 LAYOUTS = [
@@ -79,7 +79,7 @@ def plan_stats(
 ) -> dict[str, Any]:
     """The statistics of one plan under ``policy`` (``balanced`` is :func:`topology.transfer`)."""
     world = max(src.world_size + src.rank_offset, dst.world_size + dst.rank_offset)
-    planner = _Planner(src, dst, None if alloc is None else alloc.rank_map(world), policy)
+    planner = Planner(src, dst, None if alloc is None else alloc.rank_map(world), policy)
     layers = 1 + max(p.layer for p in params if p.layer is not None)
     for index, param in enumerate(params):
         planner.weight(index, param, layers)
