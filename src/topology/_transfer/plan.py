@@ -40,7 +40,7 @@ from .._preflight.allocation.model import Allocation
 from .._preflight.allocation.rankmap import RankMap
 from .params import Param
 from .placement import param_placement, placement_key
-from .planner import Block, Pattern, Planner, Row, block_rows, unit_row
+from .planner import Block, Pattern, Planner, Row, block_rows, bulk, unit_row
 
 __all__ = ["Transfer", "TransferOp", "transfer"]
 
@@ -121,7 +121,8 @@ class Transfer:
     def rows(self) -> tuple[Row, ...]:
         """Every operation as ``(src, dst, param index, start, stop, src_start, dst_start,
         bytes)``, in plan order."""
-        return tuple(row for block in self.blocks for row in self._rows_of(block))
+        with bulk():
+            return tuple(row for block in self.blocks for row in self._rows_of(block))
 
     def _rows_of(self, block: Block) -> Iterator[Row]:
         return block_rows(block, self.params[block[0]].row_bytes)
@@ -129,7 +130,8 @@ class Transfer:
     @property
     def ops(self) -> tuple[TransferOp, ...]:
         """Every operation, grouped by weight, then piece (then sender, without an NVLink tier)."""
-        return tuple(self._op(row) for block in self.blocks for row in self._rows_of(block))
+        with bulk():
+            return tuple(self._op(row) for block in self.blocks for row in self._rows_of(block))
 
     def _op(self, row: Row) -> TransferOp:
         src, dst, index, *rest = row
@@ -145,9 +147,9 @@ class Transfer:
         sending: dict[int, list[list[int]]] = defaultdict(list)
         receiving: dict[int, list[list[int]]] = defaultdict(list)
         for pattern, positions in uses.values():
-            for rank in pattern.by_sender:
+            for rank in dict.fromkeys(pattern.senders):
                 sending[rank].append(positions)
-            for rank in pattern.by_receiver:
+            for rank in pattern.need:
                 receiving[rank].append(positions)
         return sending, receiving
 
@@ -157,7 +159,7 @@ class Transfer:
         for position in heapq.merge(*self._index[side].get(rank, ())):
             block = self.blocks[position]
             pattern = block[5]
-            units = (pattern.by_sender if side == 0 else pattern.by_receiver)[rank]
+            units = pattern.by_sender[rank] if side == 0 else pattern.received_by(rank)
             found += [self._op(unit_row(block, self.params[block[0]].row_bytes, u)) for u in units]
         return tuple(found)
 
