@@ -1,0 +1,405 @@
+"""A trainer model built with our layers moves its weights into a generation model built with our
+layers at another layout, on one spawned gloo world of 8 ranks.
+
+Each rank builds, per layout, only the layers of its pipeline stage and virtual chunks (Megatron's
+chunk-major layer order) and only its experts (``num_experts / ep`` consecutive ones from its ep
+group's rank), cut by its own tp / etp group; every module draws its master from a seed of its
+name. The generation model is built with another seed and then filled with NaN. After
+:func:`topology.transfer` and :func:`topology_torch.transfer.execute`, every generation tensor must
+equal, bit for bit, the same layer built at the generation layout with the trainer's seeds: the
+slice of the trainer's master that our layers themselves cut. During ``execute`` every collective
+raises and each rank's isend / irecv (peer, elements) must be exactly the plan's.
+
+Pairs (4 layers, 4 experts): colocated tp2 pp2 vpp2 ep2 etp2 -> tp4 pp2 ep4; disjoint tp2 pp2
+vpp2 ep2 on ranks 0-3 -> pp4 on ranks 4-7; colocated tp4 ep4 -> tp2 pp2 vpp2 ep2 (order
+tp-cp-ep-pp-dp).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.torch.world import run_world  # noqa: E402
+from topology import Param, Topology, TopologyError, transfer  # noqa: E402
+
+LAYERS, H, FFN, VOCAB, EXPERTS = 4, 8, 8, 16, 4
+TRAINER_SEED, GENERATOR_SEED = 1000, 2000
+PAIRS = [
+    (Topology(8, tp=2, pp=2, vpp=2, ep=2, etp=2), Topology(8, tp=4, pp=2, ep=4, etp=1)),
+    (Topology(4, tp=2, pp=2, vpp=2, ep=2, etp=1), Topology(4, pp=4, rank_offset=4)),
+    (
+        Topology(8, tp=4, ep=4, etp=1),
+        Topology(8, tp=2, pp=2, vpp=2, ep=2, etp=1, order="tp-cp-ep-pp-dp"),
+    ),
+]
+
+
+def _params() -> list[Param]:
+    """Every weight of the model, written out by hand (fp32: 4 bytes)."""
+
+    def p(name: str, shape: tuple[int, ...], sharding: str = "replicated", **kw: Any) -> Param:
+        return Param(name, shape, 4, sharding, **kw)
+
+    found = [
+        p("embed.weight", (VOCAB, H), "vocab", position="tied"),
+        p("pos.weight", (VOCAB, H), "row"),
+    ]
+    for layer in range(LAYERS):
+        at = {"layer": layer}
+        found += [
+            p(f"{layer}.qkv.weight", (3 * H, H), "column", parts=(H, H, H), **at),
+            p(f"{layer}.qkv.bias", (3 * H,), "column", parts=(H, H, H), **at),
+            p(f"{layer}.proj.weight", (H, H), "row", **at),
+            p(f"{layer}.proj.bias", (H,), **at),
+            p(f"{layer}.norm.weight", (H,), **at),
+            p(f"{layer}.norm.bias", (H,), **at),
+        ]
+        for e in range(EXPERTS):
+            ex = {**at, "expert": e, "num_experts": EXPERTS}
+            gate_up = {**ex, "parts": (FFN, FFN)}
+            found += [
+                p(f"{layer}.e{e}.fc1.weight", (2 * FFN, H), "expert-column", **gate_up),
+                p(f"{layer}.e{e}.fc1.bias", (2 * FFN,), "expert-column", **gate_up),
+                p(f"{layer}.e{e}.fc2.weight", (H, FFN), "expert-row", **ex),
+            ]
+    last = {"position": "last"}
+    found += [
+        p("final.weight", (H,), **last),
+        p("final.bias", (H,), **last),
+        p("out.weight", (VOCAB, H), "column", **last),
+    ]
+    return found
+
+
+def _norm() -> Any:
+    norm = torch.nn.LayerNorm(H)
+    with torch.no_grad():
+        for weight in norm.parameters():
+            weight.normal_()
+    return norm
+
+
+def _model(topo: Topology, groups: Any, rank: int, seed: int) -> dict[str, Any]:
+    """This rank's modules of the model at ``topo``, each ``name: (module, placement)``."""
+    from topology_torch.layers import (
+        ColumnParallelLinear,
+        ParallelEmbedding,
+        RowParallelLinear,
+        VocabParallelEmbedding,
+    )
+    from topology_torch.ops import group_rank, group_size
+
+    if not topo.rank_offset <= rank < topo.rank_offset + topo.world_size:
+        return {}
+    tp, etp = groups.group("tp"), groups.group("etp")
+    pp, stage = group_size(groups.group("pp")), group_rank(groups.group("pp"))
+    ep, ep_rank = group_size(groups.group("ep")), group_rank(groups.group("ep"))
+    vpp = topo.vpp or 1
+    model: dict[str, Any] = {}
+
+    def add(name: str, where: dict[str, Any], make: Any) -> None:
+        torch.manual_seed(seed + zlib.crc32(name.encode()))
+        model[name] = (make(), where)
+
+    def linear(cls: Any, n_in: int, n_out: int, group: Any, **kw: Any) -> Any:
+        return lambda: cls(n_in, n_out, init_type="biased_normal", group=group, **kw)
+
+    if stage == 0:
+        add("embed", {"position": "tied"}, lambda: VocabParallelEmbedding(VOCAB, H, group=tp))
+        add("pos", {}, lambda: ParallelEmbedding(VOCAB, H, group=tp))
+    per = LAYERS // (pp * vpp)
+    for chunk in range(vpp):
+        first = (chunk * pp + stage) * per  # Megatron's chunk-major model chunks
+        for layer in range(first, first + per):
+            at = {"layer": layer}
+            add(f"{layer}.qkv", at, linear(ColumnParallelLinear, H, 3 * H, tp, stride=3))
+            add(f"{layer}.proj", at, linear(RowParallelLinear, H, H, tp, input_is_parallel=True))
+            add(f"{layer}.norm", at, _norm)
+            local = EXPERTS // ep
+            for e in range(ep_rank * local, (ep_rank + 1) * local):
+                ex = {**at, "expert": e, "num_experts": EXPERTS}
+                fc1 = linear(ColumnParallelLinear, H, 2 * FFN, etp, stride=2)
+                add(f"{layer}.e{e}.fc1", ex, fc1)
+                add(f"{layer}.e{e}.fc2", ex, linear(RowParallelLinear, FFN, H, etp, bias=False))
+    if stage == pp - 1:
+        add("embed", {"position": "tied"}, lambda: VocabParallelEmbedding(VOCAB, H, group=tp))
+        add("final", {"position": "last"}, _norm)
+        add("out", {"position": "last"}, linear(ColumnParallelLinear, H, VOCAB, tp, bias=False))
+    return model
+
+
+COLLECTIVES = (
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_object",
+    "all_reduce",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
+    "broadcast",
+    "broadcast_object_list",
+    "gather",
+    "gather_object",
+    "recv",
+    "reduce",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "scatter",
+    "scatter_object_list",
+    "send",
+)
+
+
+@contextlib.contextmanager
+def _only_p2p(seen: Counter[tuple[str, int, int]]) -> Iterator[None]:
+    """Every collective raises; each isend / irecv adds ``(kind, peer, elements)`` to ``seen``."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+
+    def forbidden(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"execute called torch.distributed.{name}")
+
+        return call
+
+    def counted(kind: str, original: Any) -> Any:
+        def call(tensor: Any, dst: Any = None, *args: Any, **kwargs: Any) -> Any:
+            peer = kwargs.get("group_dst", kwargs.get("group_src", dst))
+            seen[kind, peer, tensor.numel()] += 1
+            return original(tensor, dst, *args, **kwargs)
+
+        return call
+
+    patches = {name: forbidden(name) for name in COLLECTIVES}
+    patches["isend"] = counted("send", c10d.isend)
+    patches["irecv"] = counted("recv", c10d.irecv)
+    saved = {(m, n): getattr(m, n) for m in (dist, c10d) for n in patches}
+    try:
+        for module, name in saved:
+            setattr(module, name, patches[name])
+        yield
+    finally:
+        for (module, name), value in saved.items():
+            setattr(module, name, value)
+
+
+def _elements(op: Any) -> int:
+    return (op.stop - op.start) * op.param.row_bytes // op.param.itemsize
+
+
+def _move(rank: int, src: Topology, dst: Topology, params: list[Param]) -> None:
+    from topology_torch import ProcessGroups
+    from topology_torch.transfer import execute, shards_of
+
+    kinds = ("tp", "pp", "ep", "etp")
+    src_groups = ProcessGroups.create(src, kinds=kinds, gloo=())
+    dst_groups = ProcessGroups.create(dst, kinds=kinds, gloo=())
+    try:
+        trainer = _model(src, src_groups, rank, TRAINER_SEED)
+        generator = _model(dst, dst_groups, rank, GENERATOR_SEED)
+        want = _model(dst, dst_groups, rank, TRAINER_SEED)
+        mine, sent = shards_of(src, rank, trainer, num_layers=LAYERS)
+        got_params, got = shards_of(dst, rank, generator, num_layers=LAYERS)
+        assert set(mine) | set(got_params) <= set(params)
+        with torch.no_grad():
+            for tensor in got.values():
+                tensor.fill_(float("nan"))
+        plan = transfer(src, dst, params, num_layers=LAYERS)
+        seen: Counter[tuple[str, int, int]] = Counter()
+        with _only_p2p(seen):
+            count = execute(plan, rank, sent, got)
+        planned = Counter(("send", op.dst, _elements(op)) for op in plan.sends(rank))
+        planned.update(("recv", op.src, _elements(op)) for op in plan.recvs(rank))
+        assert seen == planned and count == sum(planned.values()), (str(src), str(dst))
+        _, expected = shards_of(dst, rank, want, num_layers=LAYERS)
+        assert got.keys() == expected.keys()
+        for name, tensor in expected.items():
+            assert torch.equal(got[name], tensor), (str(src), str(dst), name)
+        if src == PAIRS[0][0]:
+            _check_refusals(rank, src, src_groups)
+    finally:
+        src_groups.destroy()
+        dst_groups.destroy()
+
+
+def _check_refusals(rank: int, topo: Topology, groups: Any) -> None:
+    """A layer cut by a group of the right size but the wrong ranks is refused."""
+    from topology_torch.layers import ColumnParallelLinear
+    from topology_torch.ops import group_rank
+    from topology_torch.transfer import shards_of
+
+    layer = topo.layers(topo.stage(rank), LAYERS)[0][0]
+    wrong = groups.group("pp")  # as large as tp (2), other ranks
+    if group_rank(wrong) == group_rank(groups.group("tp")):
+        return
+    fc = ColumnParallelLinear(H, 2 * H, group=wrong)
+    with pytest.raises(TopologyError, match=r"is tp shard \d of its group but .* gives rank"):
+        shards_of(topo, rank, {"fc": (fc, {"layer": layer})}, num_layers=LAYERS)
+
+
+def _run(rank: int, world: int) -> None:
+    params = _params()
+    for src, dst in PAIRS:
+        _move(rank, src, dst, params)
+
+
+def test_a_trainer_model_moves_into_a_generation_model_exactly_with_only_the_plan() -> None:
+    """Every generation shard equals its slice of the trainer's master; only the plan's p2p ran."""
+    run_world(8, _run)
+
+
+def _one() -> Any:
+    from topology_torch.ops import _SingleRank
+
+    return _SingleRank()
+
+
+def _described(layers: dict[str, Any], topo: Topology | None = None) -> list[tuple[Any, ...]]:
+    from topology_torch.transfer import shards_of
+
+    params, tensors = shards_of(topo or Topology(1), 0, layers, num_layers=2)
+    assert [p.name for p in params] == list(tensors)
+    return [(p.name, p.shape, p.itemsize, p.sharding, p.parts, p.layer, p.position) for p in params]
+
+
+def test_each_layer_class_gives_its_weights_as_params() -> None:
+    """Golden table: each class's weight and bias, sharding, fused parts from the stride."""
+    from topology_torch.layers import (
+        ColumnParallelLinear,
+        ParallelEmbedding,
+        RowParallelLinear,
+        VocabParallelEmbedding,
+    )
+
+    one = _one()
+    layers = {
+        "qkv": (ColumnParallelLinear(4, 12, stride=3, group=one), {"layer": 1}),
+        "proj": (RowParallelLinear(6, 4, stride=2, group=one, dtype=torch.bfloat16), {"layer": 1}),
+        "embed": (VocabParallelEmbedding(16, 4, group=one), {"position": "tied"}),
+        "pos": (ParallelEmbedding(16, 4, group=one), {}),
+        "norm": (torch.nn.LayerNorm(4), {"position": "last"}),
+    }
+    assert _described(layers) == [
+        ("qkv.weight", (12, 4), 4, "column", (4, 4, 4), 1, "first"),
+        ("qkv.bias", (12,), 4, "column", (4, 4, 4), 1, "first"),
+        ("proj.weight", (4, 6), 2, "row", (3, 3), 1, "first"),
+        ("proj.bias", (4,), 2, "replicated", None, 1, "first"),
+        ("embed.weight", (16, 4), 4, "vocab", None, None, "tied"),
+        ("pos.weight", (16, 4), 4, "row", None, None, "first"),
+        ("norm.weight", (4,), 4, "replicated", None, None, "last"),
+        ("norm.bias", (4,), 4, "replicated", None, None, "last"),
+    ]
+
+
+def test_an_expert_layer_gives_expert_shardings() -> None:
+    """A placement naming an expert turns column / row into expert-column / expert-row."""
+    from topology_torch.layers import ColumnParallelLinear, RowParallelLinear
+
+    ex = {"layer": 0, "expert": 3, "num_experts": 4}
+    layers = {
+        "fc1": (ColumnParallelLinear(4, 8, stride=2, group=_one()), ex),
+        "fc2": (RowParallelLinear(4, 4, bias=False, group=_one()), ex),
+    }
+    assert [(row[0], row[3]) for row in _described(layers)] == [
+        ("fc1.weight", "expert-column"),
+        ("fc1.bias", "expert-column"),
+        ("fc2.weight", "expert-row"),
+    ]
+
+
+def test_a_shard_of_the_wrong_shape_is_refused() -> None:
+    """A layer cut by a group of one where the layout has tp 2 holds the wrong shape."""
+    from topology_torch.layers import ColumnParallelLinear
+
+    layers = {"fc": (ColumnParallelLinear(4, 8, group=_one()), {"layer": 0})}
+    with pytest.raises(
+        TopologyError,
+        match=r"rank 0's 'fc.weight' has shape \(8, 4\) but .* gives it \(4, 4\) "
+        r"\(dim 0: 8 / tp\(2\) = 4\); build the layer with the layout's tp group",
+    ):
+        _described(layers, Topology(2, tp=2))
+
+
+@pytest.mark.parametrize(
+    ("topo", "where"),
+    [
+        (Topology(2, pp=2), {"layer": 1}),
+        (Topology(2, ep=2), {"layer": 0, "expert": 3, "num_experts": 4}),
+    ],
+)
+def test_a_layer_this_rank_does_not_hold_is_refused(topo: Topology, where: Any) -> None:
+    """A layer of another stage, or an expert of another ep rank, is refused on rank 0."""
+    from topology_torch.layers import RowParallelLinear
+
+    layers = {"fc": (RowParallelLinear(4, 4, bias=False, group=_one()), where)}
+    with pytest.raises(TopologyError, match=r"rank 0 holds no shard of 'fc.weight' in .* build"):
+        _described(layers, topo)
+
+
+@pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        ("fc", r"layer 'x' entry str must be a \(module, placement\) pair"),
+        ("placement", r"layer 'x' placement \{'stage': 0\} must be a mapping with keys among"),
+        ("wrapper", r"layer 'x' \(Sequential\) holds parallel layers \('0'\); pass each"),
+        ("lora", r"layer 'x' has a LoRA adapter of rank 2, which a transfer does not move"),
+        (
+            "expert-bias",
+            r"layer 'x' is an expert RowParallelLinear with a bias, which no sharding "
+            r"places; build it with bias=False",
+        ),
+        (
+            "expert-table",
+            r"layer 'x' is an expert VocabParallelEmbedding, which no sharding "
+            r"places; give no expert",
+        ),
+        ("dense-expert", r"Param 'x.weight' with sharding 'replicated' takes expert and"),
+    ],
+)
+def test_a_mis_described_layer_is_refused(entry: str, match: str) -> None:
+    """Entries that are not (module, placement), or that no sharding places, are refused."""
+    from topology_torch.layers import (
+        ColumnParallelLinear,
+        RowParallelLinear,
+        VocabParallelEmbedding,
+    )
+
+    fc = ColumnParallelLinear(4, 4, group=_one())
+    ex = {"layer": 0, "expert": 0, "num_experts": 1}
+    entries = {
+        "fc": "fc",
+        "placement": (fc, {"stage": 0}),
+        "wrapper": (torch.nn.Sequential(fc), {}),
+        "lora": (ColumnParallelLinear(4, 4, lora_rank=2, group=_one()), {}),
+        "expert-bias": (RowParallelLinear(4, 4, group=_one()), ex),
+        "expert-table": (VocabParallelEmbedding(4, 4, group=_one()), ex),
+        "dense-expert": (torch.nn.LayerNorm(4), ex),
+    }
+    with pytest.raises(TopologyError, match=match):
+        _described({"x": entries[entry]})
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("tp2", 0, {}, 1), r"topology must be a topology.Topology, got str"),
+        ((Topology(1), -1, {}, 1), r"rank must be an int >= 0, got -1"),
+        ((Topology(1), 0, [], 1), r"layers must be a mapping of name to \(module, placement\)"),
+        ((Topology(1), 0, {}, 0), r"num_layers must be an int >= 1, got 0"),
+    ],
+)
+def test_bad_arguments_are_refused(args: tuple[Any, ...], match: str) -> None:
+    """shards_of checks its arguments before describing any layer."""
+    from topology_torch.transfer import shards_of
+
+    topo, rank, layers, num_layers = args
+    with pytest.raises(TopologyError, match=match):
+        shards_of(topo, rank, layers, num_layers=num_layers)
