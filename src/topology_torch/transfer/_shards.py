@@ -196,7 +196,9 @@ def shards_of(
     fused ``parts``) and the module's local tensor (sharing its storage, so that :func:`execute`
     writes a destination model's parameters in place). A module that is not one of our layers
     (a norm) gives its own parameters, replicated. The plan needs every rank's weights: pass
-    :func:`topology.transfer` the same full list on every rank (these are this rank's part of it).
+    :func:`topology.transfer` the same full list on every rank (these are this rank's part of it,
+    and must be in it as they are: a weight listed with other ``parts`` would move the wrong rows;
+    ``set(params) <= set(plan.params)`` checks it).
 
     Args:
         topology: the layout the model is built at.
