@@ -138,9 +138,11 @@ def _model(topo: Topology, groups: Any, rank: int, seed: int) -> dict[str, Any]:
 
 COLLECTIVES = (
     "all_gather",
+    "all_gather_coalesced",
     "all_gather_into_tensor",
     "all_gather_object",
     "all_reduce",
+    "all_reduce_coalesced",
     "all_to_all",
     "all_to_all_single",
     "barrier",
@@ -148,14 +150,21 @@ COLLECTIVES = (
     "broadcast_object_list",
     "gather",
     "gather_object",
+    "monitored_barrier",
+    "new_group",
+    "new_subgroups",
     "recv",
+    "recv_object_list",
     "reduce",
     "reduce_scatter",
     "reduce_scatter_tensor",
     "scatter",
     "scatter_object_list",
     "send",
+    "send_object_list",
+    "split_group",
 )
+"""Everything of ``torch.distributed`` that moves data or makes groups, but isend / irecv."""
 
 
 @contextlib.contextmanager
@@ -209,6 +218,7 @@ def _move(rank: int, src: Topology, dst: Topology, params: list[Param]) -> None:
         mine, sent = shards_of(src, rank, trainer, num_layers=LAYERS)
         got_params, got = shards_of(dst, rank, generator, num_layers=LAYERS)
         assert set(mine) | set(got_params) <= set(params)
+        assert bool(got) == (dst.rank_offset <= rank < dst.rank_offset + dst.world_size)
         with torch.no_grad():
             for tensor in got.values():
                 tensor.fill_(float("nan"))
