@@ -51,7 +51,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "ProcessTopology",
     ),
     "topology_torch.compat.torchtitan": ("MeshNameError", "ParallelDims", "device_type"),
-    "topology_torch.transfer": ("execute",),
+    "topology_torch.transfer": ("execute", "shards_of"),
     "topology_torch.recovery": ("agree_lost", "apply"),
     "topology_torch.compat.ezpz": (
         "destroy_tensor_parallel",
