@@ -15,13 +15,15 @@ from topology._transfer.placement import param_placement
 from topology._transfer.plan import transfer
 from topology.strategies import topologies
 
-LAYOUTS = topologies(max_world_size=16, max_size=4, max_vpp=2, max_hcp_levels=0)
+LAYOUTS = topologies(max_world_size=16, max_size=4, max_vpp=2, max_hcp_levels=0, gtp=True)
 
 
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int, RankMap | None]:
-    """Two layouts, a few weights both can shard (sizes multiples of both sides' splits) and,
-    sometimes, NVLink racks of two hosts to prefer sources in."""
+    """Two layouts (Megatron's GTP axes included), a few weights both can shard (sizes multiples
+    of both sides' splits; row-parallel ones only without GTP, which would cut them in 2-D; one
+    wide enough for unpadded GTP blocks, the others padded) and, sometimes, NVLink racks of two
+    hosts to prefer sources in."""
     src, dst = draw(LAYOUTS), draw(LAYOUTS)
     world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
     gpus = draw(st.sampled_from((1, 2, 4)))
@@ -36,10 +38,12 @@ def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int, RankMa
     params = [
         Param("embed", (unit * k, 3), sharding="vocab", position=draw(st.sampled_from(POS))),
         Param("qkv", (unit * 3, 4), sharding="column", parts=(unit * 2, unit), layer=0),
-        Param("proj", (5, unit * k), sharding="row", layer=layers - 1),
+        Param("wide", (unit * 64, 1), sharding="column", layer=draw(st.integers(0, layers - 1))),
         Param("norm", (7,), layer=draw(st.integers(0, layers - 1))),
         Param("out", (unit, 2), sharding="vocab", position="last", itemsize=4),
     ]
+    if src.gtp == dst.gtp == 1:
+        params.append(Param("proj", (5, unit * k), sharding="row", layer=layers - 1))
     layer = draw(st.integers(0, layers - 1))
     for e in sorted(set(draw(st.lists(st.integers(0, experts - 1), min_size=1, max_size=3)))):
         params.append(
@@ -53,6 +57,8 @@ def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int, RankMa
                 num_experts=experts,
             )
         )
+        if src.egtp > 1 or dst.egtp > 1:
+            continue
         params.append(
             Param(
                 f"fc2.{e}",

@@ -8,7 +8,10 @@ weight) a model holds, in rank order, with ``ParameterMetadata``'s fields (``nam
 ``all_gather_object``: ``_iter_global_transfer_ops`` replays the whole schedule (every rank's
 sends and receives; no process group). The answer is ``{"ops": [[dst, src, name, dim, src_start,
 src_stop, dst_start, dst_stop], ...]}`` (the starts and stops ``null`` for a whole tensor) or
-``{"error": "<class>: <message>"}`` where Megatron refuses the case.
+``{"error": "<class>: <message>"}`` where Megatron refuses the case. A case ``{"gtp": [[rows, size],
+...]}`` asks GTP's ``gtp_remat_shard_dim0`` instead (how many rows each of ``size`` GTP ranks
+stores of a tensor-parallel shard of ``rows`` rows, and the padding): ``{"gtp": [[shard_rows,
+pad_length], ...]}``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,19 @@ sys.modules["megatron.core.resharding"] = _PACKAGE
 
 from megatron.core.resharding.planner import _iter_global_transfer_ops  # noqa: E402
 from megatron.core.resharding.utils import ParameterMetadata  # noqa: E402
+from megatron.core.tensor_parallel.generalized_tensor_parallelism import (  # noqa: E402
+    gtp_remat_shard_dim0,
+)
+
+
+class Group:
+    """The one thing ``gtp_remat_shard_dim0`` asks of a process group: its size."""
+
+    def __init__(self, size: int) -> None:
+        self.count = size
+
+    def size(self) -> int:
+        return self.count
 
 
 def metadata(fields: dict[str, Any]) -> ParameterMetadata:
@@ -52,6 +68,10 @@ def bounds(part: Any) -> list[int | None]:
 
 
 def answer(case: dict[str, Any]) -> dict[str, Any]:
+    if "gtp" in case:
+        return {
+            "gtp": [list(gtp_remat_shard_dim0(rows, Group(size))) for rows, size in case["gtp"]]
+        }
     dst: dict[int, dict[str, ParameterMetadata]] = {}
     for fields in case["dst"]:
         dst.setdefault(fields["owner_rank"], {})[fields["name"]] = metadata(fields)

@@ -12,6 +12,10 @@ subprocess (``resharding_oracle.py``), without a process group. Laws, on random 
   our :func:`param_placement`;
 - the bench's ``megatron`` baseline (``benchmarks/_peers.py``) picks Megatron's sender for every
   element (a rank that holds an element already is its own sender in Megatron).
+
+Then a table: the GTP blocks of :func:`param_placement` are the rows GTP's own
+``gtp_remat_shard_dim0`` gives each GTP rank (its padding included). Megatron's resharding
+planner knows no GTP (a GTP shard fails its tp size check), so GTP layouts stay out of the laws.
 """
 
 from __future__ import annotations
@@ -249,3 +253,18 @@ def test_the_bench_megatron_baseline_picks_megatrons_senders(oracle: Oracle, cas
             mine[(to, i, g)] = sender
     for (to, i, g), (sender,) in theirs.items():
         assert mine.get((to, i, g), to) == sender, (params[i].name, to, g, sender)
+
+
+def test_gtp_blocks_are_megatrons(oracle: Oracle) -> None:
+    """Each GTP rank's rows of a tp shard are those ``gtp_remat_shard_dim0`` sizes and pads."""
+    asks = [(rows, size) for rows in range(1, 140, 3) for size in (2, 3, 4, 8)]
+    answer = oracle.ask({"gtp": asks})
+    for (rows, size), (step, pad) in zip(asks, answer["gtp"], strict=True):
+        assert step * size == rows + pad
+        shards = param_placement(
+            Topology(size, gtp=size), Param("w", (rows, 2), sharding="column"), num_layers=1
+        ).shards
+        expected = [
+            ((j * step, min((j + 1) * step, rows)),) if j * step < rows else () for j in range(size)
+        ]
+        assert [s.ranges for s in shards] == expected, (rows, size)

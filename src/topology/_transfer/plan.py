@@ -36,7 +36,7 @@ from .._megatron.topology import Topology
 from .._preflight.allocation.model import Allocation
 from .._preflight.allocation.rankmap import RankMap
 from .params import Param
-from .placement import param_placement
+from .placement import param_placement, pieces
 
 __all__ = ["Transfer", "TransferOp", "transfer"]
 
@@ -255,25 +255,8 @@ class _Planner:
         receivers: dict[int, list[int]] = defaultdict(list)
         for shard in target.shards:
             receivers[shard.index].extend(shard.ranks)
-        offset, src_base, dst_base = 0, 0, 0
-        for n in param.part_sizes:
-            ns, nd = n // source.split, n // target.split
-            for b in range(target.split):
-                for a in range(b * nd // ns, -(-(b + 1) * nd // ns)):
-                    lo, hi = offset + max(a * ns, b * nd), offset + min((a + 1) * ns, (b + 1) * nd)
-                    self.piece(
-                        (
-                            index,
-                            lo,
-                            hi,
-                            src_base + lo - offset - a * ns,
-                            dst_base + lo - offset - b * nd,
-                        ),
-                        param.row_bytes,
-                        holders[a],
-                        receivers[b],
-                    )
-            offset, src_base, dst_base = offset + n, src_base + ns, dst_base + nd
+        for lo, hi, a, b, src_at, dst_at in pieces(source, target):
+            self.piece((index, lo, hi, src_at, dst_at), param.row_bytes, holders[a], receivers[b])
 
     def piece(
         self,
