@@ -222,7 +222,8 @@ ERRORS = [
             Topology(8, tp=2, gtp=2), Param("w", (8, 8), sharding="row"), num_layers=1
         ),
         r"row-parallel \(tp cuts dim 1\) but Megatron's gtp\(2\) cuts dim 0 of each rank's tp "
-        r"shard, .* 2-D block of shape \(8, 8\), .*; plan the weights of this layout with gtp = 1",
+        r"shard, .* 2-D block of this \(8, 8\) weight, .*; "
+        r"plan the weights of this layout with gtp = 1",
     ),
     (
         lambda: param_placement(
@@ -291,3 +292,14 @@ def test_cli_refuses_a_bad_layout(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["transfer", "--from", "tp=x", "--to", "tp=2", "-w", "4", "--model", "llama-7b"])
     assert code == 2
     assert "--from item 'tp=x' is not FIELD=N" in capsys.readouterr().err
+
+
+def test_cli_takes_gtp_and_names_the_weight_it_cannot_cut(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``gtp=`` is a layout field; a preset's row-parallel weight under it exits 2, named."""
+    code = main(
+        ["transfer", "--from", "tp=2,gtp=2", "--to", "tp=4", "-w", "8", "--model", "llama-7b"]
+    )
+    assert code == 2
+    assert "linear_proj.weight' is row-parallel" in capsys.readouterr().err

@@ -186,9 +186,9 @@ def _gtp_size(param: Param, grid: Grid) -> int:
     if param.cut_dim != 0:
         raise TopologyError(
             f"Param {param.name!r} is {param.sharding}-parallel (tp cuts dim {param.cut_dim}) "
-            f"but Megatron's {axis}({size}) cuts dim 0 of each rank's tp shard, so every rank "
-            f"holds a 2-D block of shape {param.shape}, which a transfer (one cut dim) does not "
-            f"express; plan the weights of this layout with {axis} = 1"
+            f"but Megatron's {axis}({size}) cuts dim 0 of each rank's tp shard, so each rank "
+            f"holds a 2-D block of this {param.shape} weight, which a transfer (one cut dim) "
+            f"does not express; plan the weights of this layout with {axis} = 1"
         )
     return size
 
