@@ -6,7 +6,8 @@
   *representative* source rank ``o``: ``r`` itself if ``r`` holds any shard of the weight
   (colocated), else, grouping the holders by their data-parallel group (dp, without cp: the
   ``pg_collection.dp`` of dense and expert weights alike) and sorting the groups, group
-  ``r mod n`` of the ``n`` groups and, in it, holder ``(r div n) mod size``. Every slice of the
+  ``r mod n`` of the ``n`` groups and, in it, holder ``(r div n) mod size``; with one group
+  (a stage's replicas of a source with tp = cp = 1), its first holder. Every slice of the
   weight then comes from ``o``'s tensor-parallel group (etp for experts): the member holding it
   (``o`` itself for a whole weight). So one receiver draws a weight from one tp group, and the
   choice depends on its global rank, not on the slice.

@@ -15,7 +15,8 @@ Source choices compared, on the same pieces (so the bytes moved are equal):
 - ``first``: NeMo-RL's ``nccl_reshard``, the first holder of each slice;
 - ``megatron``: megatron-core 0.19's resharding planner: per receiver and weight one
   representative source (the receiver itself when colocated, else the holders' dp groups taken
-  round-robin by the receiver's global rank), whose tp group sends every slice
+  round-robin by the receiver's global rank; the first holder when they form one dp group),
+  whose tp group sends every slice
   (``benchmarks/_peers.py``; ``tests/torch/test_transfer_megatron.py`` checks it sends every
   element from the rank Megatron's own planner does).
 
