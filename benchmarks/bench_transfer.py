@@ -21,9 +21,16 @@ Source choices compared, on the same pieces (so the bytes moved are equal):
   element from the rank Megatron's own planner does).
 
 Columns: the most bytes a rank sends over the lower bound (``max_send_bound``, see
-``topology._transfer.plan``), and the bytes crossing racks. Timing: the median of ``--repeat``
-plans for the first layout of each model, and one 4,096 -> 4,096-rank plan (tp8 x pp8 x dp64 ->
-tp16 x dp256) of a 999-weight Llama-70B-shaped model (166 layers).
+``topology._transfer.bounds``), the bytes crossing racks, and the most peers a rank sends to and
+receives from (``send/recv``); the last column gives the peer bounds every plan meets.
+
+Timing: the median of ``--repeat`` plans for the first layout of each model, and one
+4,096 -> 4,096-rank plan (tp8 x pp8 x dp64 -> tp16 x dp256, colocated) of a 999-weight
+Llama-70B-shaped model (166 layers): the plan with its statistics (median of ``--repeat``),
+making every operation's row, one rank's ``sends``, ``recvs`` and ``held`` (the first call
+builds the index), and, unless ``--skip-reference``, the same plan by the reference planner (the
+planner before classes and patterns, kept in ``tests/test_transfer_reference.py``) in the same
+run, with the ratio.
 
 Run: ``python benchmarks/bench_transfer.py [--out benchmarks/results/transfer.json]``.
 """
@@ -37,13 +44,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
-from _peers import POLICIES, plan_rows
+from _peers import POLICIES as PEER_POLICIES
+from _peers import plan_rows
 from _timing import median_seconds, write_result
 
 from topology import Allocation, Host, Tier, Topology
 from topology._transfer.models import Architecture, weights
 from topology._transfer.params import Param
+from topology._transfer.plan import transfer
+
+POLICIES = ("balanced", *PEER_POLICIES)
 
 LAYOUTS = [
     (
@@ -82,9 +94,10 @@ def plan_stats(
 ) -> dict[str, Any]:
     """The statistics of one plan under ``policy`` (``balanced`` is :func:`topology.transfer`)."""
     world = max(src.world_size + src.rank_offset, dst.world_size + dst.rank_offset)
-    return plan_rows(
-        src, dst, params, policy, None if alloc is None else alloc.rank_map(world)
-    ).stats()
+    rank_map = None if alloc is None else alloc.rank_map(world)
+    if policy == "balanced":
+        return transfer(src, dst, params, allocation=rank_map).stats
+    return plan_rows(src, dst, params, policy, rank_map).stats()
 
 
 def compare(repeat: int) -> list[dict[str, Any]]:
@@ -106,7 +119,9 @@ def compare(repeat: int) -> list[dict[str, Any]]:
                         "cross_rack_bytes": stats["bytes_by_tier"]["world"],
                         "bytes_total": stats["bytes_total"],
                         "max_send_peers": stats["max_send_peers"],
+                        "max_recv_peers": stats["max_recv_peers"],
                     }
+                row["peer_bounds"] = [stats["max_send_peers_bound"], stats["max_recv_peers_bound"]]
                 if mode == "apart" and name == LAYOUTS[0][0]:
                     row["plan_seconds"] = median_seconds(
                         lambda s=src, d=dst, w=params, a=alloc: plan_stats(s, d, w, "balanced", a),
@@ -121,19 +136,42 @@ def _line(row: dict[str, Any]) -> str:
     cells = " ".join(
         (f"{row[p]['ratio']:>8.3f}x" if row[p]["max_send_bound"] else f"{'-':>9}")
         + f" {row[p]['cross_rack_bytes'] / 1e9:>9.1f}"
+        + f" {row[p]['max_send_peers']:>4}/{row[p]['max_recv_peers']:<4}"
         for p in POLICIES
     )
-    return f"{row['layout']:<32} {row['model']:<12} {row['mode']:<9} {cells}"
+    bounds = "/".join(map(str, row["peer_bounds"]))
+    return f"{row['layout']:<32} {row['model']:<12} {row['mode']:<9} {cells} {bounds:>7}"
 
 
-def big_plan_seconds() -> dict[str, Any]:
-    """One plan of 999 weights, 4,096 -> 4,096 ranks (colocated)."""
+def big_plan_seconds(repeat: int, reference: bool) -> dict[str, Any]:
+    """One plan of 999 weights, 4,096 -> 4,096 ranks (colocated), its rows and queries."""
     params = Architecture(166, 8192, 32000, 28672, 64, 8, 128).weights()
     src, dst = Topology(4096, tp=8, pp=8), Topology(4096, tp=16)
+    found: dict[str, Any] = {"weights": len(params), "ranks": 4096}
+    found["seconds"] = median_seconds(lambda: transfer(src, dst, params), repeat)
+    plan = transfer(src, dst, params)
+    found["ops"] = len(plan)
     start = time.perf_counter()
-    stats = plan_stats(src, dst, params, "balanced", None)
-    seconds = time.perf_counter() - start
-    return {"weights": len(params), "ranks": 4096, "ops": stats["ops"], "seconds": seconds}
+    rows = len(plan.rows)
+    found["rows_seconds"] = time.perf_counter() - start
+    assert rows == found["ops"]
+    for name, rank in (("first_query_seconds", 5), ("query_seconds", 6)):
+        start = time.perf_counter()
+        found[f"rank_{rank}_ops"] = len(plan.sends(rank)) + len(plan.recvs(rank))
+        plan.held(rank)
+        found[name] = time.perf_counter() - start
+    if reference:
+        from tests.test_transfer_reference import _ReferencePlanner
+
+        start = time.perf_counter()
+        planner = _ReferencePlanner(src, dst, None)
+        for index, param in enumerate(params):
+            planner.weight(index, param, 166)
+        stats = planner.stats()
+        found["reference_seconds"] = time.perf_counter() - start
+        found["speedup"] = found["reference_seconds"] / found["seconds"]
+        assert stats["ops"] == found["ops"]
+    return found
 
 
 def main() -> None:
@@ -141,18 +179,29 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/transfer.json")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-big", action="store_true", help="skip the 4,096-rank plan")
+    parser.add_argument(
+        "--skip-reference", action="store_true", help="skip the reference planner's time"
+    )
     args = parser.parse_args()
-    header = " ".join(f"{p:>18}" for p in POLICIES)
-    print(f"{'':<32} {'':<12} {'':<9} " + header)
-    print(f"{'layout':<32} {'model':<12} {'mode':<9} " + " ".join(["max/bound  xrack GB"] * 3))
+    header = " ".join(f"{p:>29}" for p in POLICIES)
+    print(f"{'':<32} {'':<12} {'':<9} " + header + " peer bounds")
+    cell = f"{'max/bound  xrack GB  peers':>29}"
+    print(f"{'layout':<32} {'model':<12} {'mode':<9} " + " ".join([cell] * 3) + "   s/r")
     result: dict[str, Any] = {"rows": compare(args.repeat)}
     if not args.skip_big:
-        result["big"] = big_plan_seconds()
-        big = result["big"]
+        result["big"] = big = big_plan_seconds(args.repeat, not args.skip_reference)
         print(
             f"plan {big['weights']} weights, {big['ranks']} -> {big['ranks']} ranks: "
-            f"{big['ops']:,} ops in {big['seconds']:.1f} s"
+            f"{big['ops']:,} ops in {big['seconds']:.3f} s (median of {args.repeat}); every row "
+            f"made in {big['rows_seconds']:.2f} s; one rank's sends/recvs/held "
+            f"({big['rank_5_ops']:,} ops) in {big['first_query_seconds']:.3f} s, the next rank's "
+            f"in {big['query_seconds']:.3f} s"
         )
+        if "reference_seconds" in big:
+            print(
+                f"reference planner: {big['reference_seconds']:.1f} s "
+                f"({big['speedup']:.0f}x the time of this one, same run)"
+            )
     write_result(args.out, result)
 
 

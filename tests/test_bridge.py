@@ -108,6 +108,20 @@ def test_send_and_receive_lists_agree(pair: tuple[Topology, Topology, bool, bool
 
 @LAWS
 @given(PAIRS)
+def test_per_rank_queries_equal_filtering_every_handoff(
+    pair: tuple[Topology, Topology, bool, bool],
+) -> None:
+    """sends, receives and handoffs_of (read from an index) equal a scan of every handoff."""
+    a, b, zigzag, colocated = pair
+    link = bridge(*_modules(a, b, colocated), zigzag=zigzag)
+    for rank in range(-1, a.world_size + b.world_size + 1):
+        assert link.sends(rank) == tuple(sorted({t.dst for t in link.handoffs if t.src == rank}))
+        assert link.receives(rank) == tuple(sorted({t.src for t in link.handoffs if t.dst == rank}))
+        assert link.handoffs_of(rank) == tuple(t for t in link.handoffs if rank in (t.src, t.dst))
+
+
+@LAWS
+@given(PAIRS)
 def test_the_copies_of_a_block_share_its_sends(pair: tuple[Topology, Topology, bool, bool]) -> None:
     """Disjoint modules: the copies (tp ranks) of one sending block differ by at most one send."""
     a, b, zigzag, _ = pair

@@ -219,6 +219,15 @@ def test_show_layout_and_summary_agree() -> None:
     assert data["layout"] == data["summary"] == str(Topology(16, tp=2, pp=4))
 
 
+def test_transfer_stats_carry_bounds_no_plan_beats() -> None:
+    """transfer's stats give the most bytes and peers per rank next to their lower bounds."""
+    args = ["transfer", "--from", "dp=8", "--to", "tp=8", "-w", "8", "--to-offset", "8"]
+    stats = _json([*args, "--model", "llama-7b", "--summary", "--json"])["stats"]
+    for name in ("max_send_bytes", "max_recv_bytes", "max_send_peers", "max_recv_peers"):
+        bound = stats[name.replace("bytes", "bound") if "bytes" in name else f"{name}_bound"]
+        assert stats[name] >= bound >= 1, name
+
+
 def test_simulate_all_is_an_object_of_scenarios() -> None:
     """``simulate --scenario all --json`` is an object whose ``scenarios`` run 0d..4d."""
     data = _json(["simulate", "--scenario", "all", "--json"])

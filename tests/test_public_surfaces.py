@@ -50,7 +50,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "ProcessTopology",
     ),
     "topology_torch.compat.torchtitan": ("MeshNameError", "ParallelDims", "device_type"),
-    "topology_torch.transfer": ("execute",),
+    "topology_torch.transfer": ("execute", "shards_of"),
     "topology_torch.compat.ezpz": (
         "destroy_tensor_parallel",
         "divide_and_check_no_remainder",

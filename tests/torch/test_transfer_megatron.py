@@ -20,7 +20,6 @@ planner knows no GTP (a GTP shard fails its tp size check), so GTP layouts stay 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -29,7 +28,6 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import attrs
@@ -37,6 +35,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks._peers import plan_rows
 from topology import Topology
 from topology._transfer.params import Param
 from topology._transfer.placement import param_placement
@@ -48,19 +47,10 @@ from .oracle import oracle_0_19
 pytest.importorskip("torch")
 
 SCRIPT = Path(__file__).resolve().parent / "resharding_oracle.py"
-PEERS = Path(__file__).resolve().parents[2] / "benchmarks" / "_peers.py"
 LAYOUTS = topologies(max_world_size=16, max_size=4, max_vpp=2, max_hcp_levels=0)
 Case = tuple[Topology, Topology, list[Param], int]
 Elements = dict[tuple[int, int, int], list[int]]
 """(destination rank, weight index, global row of the cut dim) -> the ranks sending it."""
-
-
-def _peers() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_transfer_peers", PEERS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class Oracle:
@@ -246,7 +236,7 @@ def test_the_bench_megatron_baseline_picks_megatrons_senders(oracle: Oracle, cas
     """``benchmarks/_peers.py``'s ``megatron`` policy sends every element from Megatron's rank."""
     src, dst, params, layers = case
     theirs = _megatron(oracle, case)
-    planner = _peers().plan_rows(src, dst, params, "megatron", num_layers=layers)
+    planner = plan_rows(src, dst, params, "megatron", num_layers=layers)
     mine: dict[tuple[int, int, int], int] = {}
     for sender, to, i, lo, hi, *_ in planner.rows:
         for g in range(lo, hi):

@@ -189,8 +189,9 @@ def _text(model: str, src: Topology, dst: Topology, plan: Transfer) -> str:
         f"{_size(s['max_send_bound'])}: {_ratio(s['max_send_bytes'], s['max_send_bound'])})",
         f"  most received by a rank  {_size(s['max_recv_bytes'])} (bound "
         f"{_size(s['max_recv_bound'])}: {_ratio(s['max_recv_bytes'], s['max_recv_bound'])})",
-        f"  most peers of a rank     {s['max_send_peers']} receivers, "
-        f"{s['max_recv_peers']} senders",
+        f"  most peers of a rank     {s['max_send_peers']} receivers (bound "
+        f"{s['max_send_peers_bound']}), {s['max_recv_peers']} senders (bound "
+        f"{s['max_recv_peers_bound']})",
     ]
     if s["bytes_by_tier"]:
         lines.append("  bytes by tier (the innermost domain holding both ranks):")

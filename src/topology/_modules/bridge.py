@@ -22,6 +22,8 @@ size must be a multiple of ``L`` and the sequence length of ``M``.
 
 from __future__ import annotations
 
+import functools
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from math import lcm, prod
 
@@ -60,6 +62,11 @@ class Handoff:
         return (self.batch[1] - self.batch[0]) * (self.sequence[1] - self.sequence[0])
 
 
+_Links = tuple[tuple[int, ...], tuple[int, ...], tuple[Handoff, ...]]
+"""A rank's destinations and sources (ascending) and its handoffs (in order)."""
+_NONE: _Links = ((), (), ())
+
+
 @attrs.frozen(repr=False)
 class Bridge:
     """Every handoff of one bridge, sorted, and each rank's part in it.
@@ -92,15 +99,36 @@ class Bridge:
 
     def sends(self, rank: int) -> tuple[int, ...]:
         """The ranks ``rank`` sends to, ascending (itself for a local copy)."""
-        return tuple(sorted({t.dst for t in self.handoffs if t.src == rank}))
+        return self._by_rank.get(rank, _NONE)[0]
 
     def receives(self, rank: int) -> tuple[int, ...]:
         """The ranks ``rank`` receives from, ascending (itself for a local copy)."""
-        return tuple(sorted({t.src for t in self.handoffs if t.dst == rank}))
+        return self._by_rank.get(rank, _NONE)[1]
 
     def handoffs_of(self, rank: int) -> tuple[Handoff, ...]:
         """The handoffs ``rank`` sends or receives, in order."""
-        return tuple(t for t in self.handoffs if rank in (t.src, t.dst))
+        return self._by_rank.get(rank, _NONE)[2]
+
+    @functools.cached_property
+    def _by_rank(self) -> dict[int, _Links]:
+        """Each rank's destinations, sources and handoffs, built on first use (one pass)."""
+        sends: dict[int, set[int]] = defaultdict(set)
+        receives: dict[int, set[int]] = defaultdict(set)
+        handoffs: dict[int, list[Handoff]] = defaultdict(list)
+        for t in self.handoffs:
+            sends[t.src].add(t.dst)
+            receives[t.dst].add(t.src)
+            handoffs[t.src].append(t)
+            if t.dst != t.src:
+                handoffs[t.dst].append(t)
+        return {
+            rank: (
+                tuple(sorted(sends.get(rank, ()))),
+                tuple(sorted(receives.get(rank, ()))),
+                tuple(found),
+            )
+            for rank, found in handoffs.items()
+        }
 
     def __repr__(self) -> str:
         return (

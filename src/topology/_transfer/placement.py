@@ -31,6 +31,7 @@ not express, and is refused.
 from __future__ import annotations
 
 import functools
+from collections.abc import Hashable
 
 import attrs
 
@@ -47,6 +48,7 @@ __all__ = [
     "layer_chunks",
     "param_placement",
     "pieces",
+    "placement_key",
     "shard_size",
 ]
 
@@ -221,6 +223,31 @@ def _expert_coord(topology: Topology, param: Param, grid: Grid) -> dict[str, int
             f"ep({topology.ep}); use an ep that divides {param.num_experts}"
         )
     return {"ep": param.expert // (param.num_experts // topology.ep)}
+
+
+def placement_key(topology: Topology, param: Param, *, num_layers: int) -> Hashable:
+    """What decides the ranks and ranges of ``param``'s shards in ``topology``: weights with
+    equal keys have equal shards (:func:`param_placement` but for ``param``): the grid, whether
+    it is cut, the parts, the stages, the expert coordinate and the GTP blocks per shard (1 for
+    a bias, which GTP leaves whole). Checks what :func:`param_placement` checks, in the same
+    order.
+
+    >>> t = Topology(8, tp=2, pp=2)
+    >>> a = Param("a", (8, 4), sharding="column", layer=3)
+    >>> b = Param("b", (8, 6), sharding="column", layer=2)
+    >>> placement_key(t, a, num_layers=4) == placement_key(t, b, num_layers=4)
+    True
+    >>> placement_key(t, Param("norm", (8,), layer=3), num_layers=4)
+    ('dense', False, (8,), ((1, 0),), (), 1)
+    """
+    grid = _grid(topology, param)
+    row = param.row
+    axis = "etp" if "etp" in grid.axes else "tp"
+    shard_size(param, grid.size(axis) if row.dim is not None else 1, axis)
+    gtp = _gtp_size(param, grid)
+    coord = _expert_coord(topology, param, grid)
+    stages = _stages(topology, param, num_layers)
+    return (row.grid, row.dim is not None, param.part_sizes, stages, tuple(coord.items()), gtp)
 
 
 def param_placement(topology: Topology, param: Param, *, num_layers: int) -> ParamPlacement:

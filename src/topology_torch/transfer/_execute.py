@@ -1,4 +1,5 @@
-"""Run a :func:`topology.transfer` plan: move weight shards between two layouts, point to point.
+"""Run a :func:`topology.transfer` plan: move weight shards between two layouts, point to point
+(private; public as ``topology_torch.transfer.execute``).
 
 Each rank sends the slices of its source shards the plan gives it, receives the slices of its
 destination shards, and copies what it already holds (colocated layouts); nothing is gathered

@@ -1,0 +1,324 @@
+"""The planning pass behind :func:`topology.transfer` (private).
+
+The operations of a weight depend on its param only through its row bytes: weights whose
+placements agree on both sides (same sharding grid, parts, stages, expert coordinate and GTP
+cut: :func:`placement_key`, a *class*) are cut into the same pieces with the same holders and
+receivers. So the pass works in three sizes of unit, each computed once:
+
+- a class: its pieces ``(lo, hi, src_lo, dst_lo)`` with their holder set and the receivers
+  lacking them (one :func:`param_placement` per side per class, intersected by :func:`pieces`:
+  under GTP a shard index is ``tp * G + gtp`` and a holder of only padding has no piece);
+- a pattern: who sends each unit of a piece, for one (holders, receivers) pair, cut count and
+  rotation start (:class:`Pattern`); the balance rule and the NVLink preference run here;
+- a block: one piece of one weight, which pattern serves it (:data:`Block`).
+
+A plan is its blocks; an operation is one unit of one block, made only when asked for. The
+statistics add up each pattern's bytes per unit over its blocks, then walk each pattern once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+from collections import defaultdict
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any
+
+import attrs
+
+from .._megatron.topology import Topology
+from .._preflight.allocation.rankmap import RankMap
+from .bounds import peer_bounds, send_bound
+from .params import Param
+from .placement import param_placement, pieces, placement_key
+
+__all__ = ["Block", "Pattern", "Planner", "Row", "block_rows", "bulk", "cut_bounds", "unit_row"]
+
+Row = tuple[int, int, int, int, int, int, int, int]
+"""(src, dst, param, lo, hi, src_lo, dst_lo, bytes): one op, compactly."""
+
+
+@attrs.frozen
+class Pattern:
+    """Who serves each unit of a piece: unit ``u`` is sub-piece ``u % cuts`` for receiver
+    ``need[u // cuts]``, sent by ``senders[u]``. One object serves every block of its key."""
+
+    senders: tuple[int, ...]
+    need: tuple[int, ...]
+    cuts: int
+
+    def units(self) -> Iterator[tuple[int, int, int]]:
+        """``(sender, receiver, sub-piece)`` of each unit, in order."""
+        cuts = self.cuts
+        for u, s in enumerate(self.senders):
+            yield s, self.need[u // cuts], u % cuts
+
+    @functools.cached_property
+    def by_sender(self) -> dict[int, list[int]]:
+        """The units each sender sends, ascending."""
+        found: dict[int, list[int]] = defaultdict(list)
+        for u, s in enumerate(self.senders):
+            found[s].append(u)
+        return found
+
+    @functools.cached_property
+    def _positions(self) -> dict[int, int]:
+        return {r: position for position, r in enumerate(self.need)}
+
+    def received_by(self, rank: int) -> range:
+        """The units ``rank`` receives (a receiver of the pattern)."""
+        position = self._positions[rank]
+        return range(position * self.cuts, (position + 1) * self.cuts)
+
+
+Block = tuple[int, int, int, int, int, Pattern]
+"""(param index, lo, hi, src_lo, dst_lo, pattern): one piece of one weight."""
+
+_Piece = tuple[int, int, int, int, int]
+"""(lo, hi, src_lo, dst_lo, pair id) of a class: a pair is one (holders, need)."""
+
+
+def cut_bounds(lo: int, hi: int, cuts: int) -> list[int]:
+    """The ``cuts + 1`` near-equal bounds of ``[lo, hi)``."""
+    return [lo + k * (hi - lo) // cuts for k in range(cuts + 1)]
+
+
+def block_rows(block: Block, row_bytes: int) -> Iterator[Row]:
+    """Every op of one block, in plan order."""
+    index, lo, hi, src_lo, dst_lo, pattern = block
+    if pattern.cuts == 1:
+        nbytes = (hi - lo) * row_bytes
+        for s, r in zip(pattern.senders, pattern.need, strict=True):
+            yield s, r, index, lo, hi, src_lo, dst_lo, nbytes
+        return
+    bounds = cut_bounds(lo, hi, pattern.cuts)
+    for s, r, k in pattern.units():
+        a, z = bounds[k], bounds[k + 1]
+        yield s, r, index, a, z, src_lo + a - lo, dst_lo + a - lo, (z - a) * row_bytes
+
+
+def unit_row(block: Block, row_bytes: int, u: int) -> Row:
+    """Unit ``u`` of one block as an op."""
+    index, lo, hi, src_lo, dst_lo, pattern = block
+    cuts = pattern.cuts
+    a, z = (lo, hi) if cuts == 1 else cut_bounds(lo, hi, cuts)[u % cuts : u % cuts + 2]
+    sender, receiver = pattern.senders[u], pattern.need[u // cuts]
+    return sender, receiver, index, a, z, src_lo + a - lo, dst_lo + a - lo, (z - a) * row_bytes
+
+
+@contextlib.contextmanager
+def bulk() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of acyclic tuples are made (its passes
+    over them, not their making, took 70% of the time), then restore it as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _levels(rank_map: RankMap | None) -> tuple[list[str], list[Sequence[int]]]:
+    """Tier names innermost first (``node``, the allocation's tiers, ``world``) and the domain
+    label of every rank at each tier but ``world`` (a host of unknown domain: one of its own)."""
+    if rank_map is None:
+        return [], []
+    names = ["node"] + [t.name for t in rank_map.tiers] + ["world"]
+    labels: list[Sequence[int]] = [rank_map.nodes]
+    labels += [rank_map.domain_ids(tier.name) for tier in rank_map.tiers]
+    return names, labels
+
+
+def _nvlink_level(rank_map: RankMap | None) -> int | None:
+    """The index in :func:`_levels` of the innermost NVLink tier (an NVL72 rack), else None."""
+    if rank_map is None:
+        return None
+    for position, tier in enumerate(rank_map.tiers):
+        if tier.nvlink:
+            return position + 1
+    return None
+
+
+def _tier_of(src: int, dst: int, labels: list[Sequence[int]]) -> int:
+    """The innermost level whose domain holds both ranks (``len(labels)``: none, the world)."""
+    for level, label in enumerate(labels):
+        if label[src] == label[dst]:
+            return level
+    return len(labels)
+
+
+class Planner:
+    """The mutable state of one planning pass: classes, patterns, rotations and blocks."""
+
+    def __init__(self, src: Topology, dst: Topology, rank_map: RankMap | None) -> None:
+        self.src, self.dst = src, dst
+        self.names, self.labels = _levels(rank_map)
+        level = _nvlink_level(rank_map)
+        self.domain = self.labels[level] if level is not None else None
+        self.classes: dict[tuple[Hashable, Hashable], list[_Piece]] = {}
+        self.holder_sets: dict[tuple[int, ...], int] = {}
+        self.holder_list: list[tuple[int, ...]] = []
+        self.pairs: dict[tuple[int, tuple[int, ...]], int] = {}
+        self.pair_list: list[tuple[int, tuple[int, ...]]] = []
+        self.rotation: list[int] = []
+        self.needed: list[int] = []
+        self.patterns: dict[tuple[int, int, int], tuple[Pattern, list[int]]] = {}
+        """Per (pair, cuts, rotation start): the pattern and its bytes per unit, over blocks."""
+        self.blocks: list[Block] = []
+        self.ops = 0
+
+    def weight(self, index: int, param: Param, num_layers: int) -> None:
+        """Plan every piece of one weight."""
+        key = (
+            placement_key(self.src, param, num_layers=num_layers),
+            placement_key(self.dst, param, num_layers=num_layers),
+        )
+        pieces = self.classes.get(key)
+        if pieces is None:
+            pieces = self.classes[key] = self._pieces(param, num_layers)
+        row_bytes = param.row_bytes
+        for lo, hi, src_lo, dst_lo, pair in pieces:
+            self._block((index, lo, hi, src_lo, dst_lo), row_bytes, pair)
+
+    def _pieces(self, param: Param, num_layers: int) -> list[_Piece]:
+        """The pieces of one class that some receiver lacks, in plan order."""
+        source = param_placement(self.src, param, num_layers=num_layers)
+        target = param_placement(self.dst, param, num_layers=num_layers)
+        holders: dict[int, tuple[int, ...]] = {}
+        for shard in source.shards:
+            holders[shard.index] = tuple(sorted({*holders.get(shard.index, ()), *shard.ranks}))
+        receivers: dict[int, list[int]] = defaultdict(list)
+        for shard in target.shards:
+            receivers[shard.index].extend(shard.ranks)
+        found: list[_Piece] = []
+        for lo, hi, a, b, src_lo, dst_lo in pieces(source, target):
+            pair = self._pair(holders[a], receivers[b])
+            if pair >= 0:
+                found.append((lo, hi, src_lo, dst_lo, pair))
+        return found
+
+    def _pair(self, holders: tuple[int, ...], receivers: Sequence[int]) -> int:
+        """The id of (holders, the receivers not among them); -1 when every receiver holds it."""
+        held = set(holders)
+        need = tuple(r for r in receivers if r not in held)
+        if not need:
+            return -1
+        h = self.holder_sets.setdefault(holders, len(self.holder_sets))
+        if h == len(self.holder_list):
+            self.holder_list.append(holders)
+            self.rotation.append(0)
+            self.needed.append(0)
+        key = (h, need)
+        pair = self.pairs.setdefault(key, len(self.pairs))
+        if pair == len(self.pair_list):
+            self.pair_list.append(key)
+        return pair
+
+    def _block(self, where: tuple[int, int, int, int, int], row_bytes: int, pair: int) -> None:
+        """Plan one piece of one weight: pick (or make) its pattern and count its bytes."""
+        lo, hi = where[1], where[2]
+        h, need = self.pair_list[pair]
+        self.needed[h] += (hi - lo) * row_bytes * len(need)
+        n = len(self.holder_list[h])
+        cuts = max(1, min(n // len(need), hi - lo))
+        first = self.rotation[h]
+        self.rotation[h] = (first + len(need) * cuts % n) % n
+        found = self.patterns.get((pair, cuts, first))
+        if found is None:
+            found = self.patterns[pair, cuts, first] = (
+                self._pattern(pair, cuts, first),
+                [0] * cuts,
+            )
+        pattern, weights = found
+        if cuts == 1:
+            weights[0] += (hi - lo) * row_bytes
+        else:
+            bounds = cut_bounds(lo, hi, cuts)
+            for k in range(cuts):
+                weights[k] += (bounds[k + 1] - bounds[k]) * row_bytes
+        self.blocks.append((*where, pattern))
+        self.ops += len(pattern.senders)
+
+    def _pattern(self, pair: int, cuts: int, first: int) -> Pattern:
+        """Who sends each unit (see :mod:`topology._transfer.plan` for the balance rule)."""
+        h, need = self.pair_list[pair]
+        holders = self.holder_list[h]
+        n = len(holders)
+        base, extra = divmod(len(need) * cuts, n)
+        order = holders[first:] + holders[:first]
+        caps = [base + (i < extra) for i in range(n)]
+        receivers = [r for r in need for _ in range(cuts)]
+        chosen = self._near(order, caps, receivers) if self.domain is not None else None
+        if chosen is None:
+            chosen = [i for i in range(n) for _ in range(caps[i])]
+        return Pattern(tuple(order[i] for i in chosen), need, cuts)
+
+    def _near(self, order: tuple[int, ...], caps: list[int], receivers: list[int]) -> list[int]:
+        """Which holder (position in ``order``) serves each unit: one in the receiver's NVLink
+        domain while it has capacity left, else any holder with capacity (``caps`` is used up)."""
+        assert self.domain is not None
+        domain = self.domain
+        mine: dict[int, list[int]] = defaultdict(list)
+        for i, h in enumerate(order):
+            mine[domain[h]].append(i)
+        pointer: dict[int, int] = defaultdict(int)
+        chosen: list[int] = [-1] * len(receivers)
+        overflow = []
+        for u, r in enumerate(receivers):
+            key = domain[r]
+            near = mine.get(key, ())
+            for t in range(len(near)):
+                i = near[(pointer[key] + t) % len(near)]
+                if caps[i]:
+                    caps[i] -= 1
+                    chosen[u] = i
+                    pointer[key] = (pointer[key] + t + 1) % len(near)
+                    break
+            else:
+                overflow.append(u)
+        i = 0
+        for u in overflow:
+            while not caps[i]:
+                i += 1
+            caps[i] -= 1
+            chosen[u] = i
+        return chosen
+
+    def stats(self) -> dict[str, Any]:
+        """Totals, per-rank maxima, their lower bounds and bytes per tier (see the module)."""
+        sent: dict[int, int] = defaultdict(int)
+        got: dict[int, int] = defaultdict(int)
+        send_peers: dict[int, set[int]] = defaultdict(set)
+        recv_peers: dict[int, set[int]] = defaultdict(set)
+        by_tier = [0] * len(self.names)
+        for pattern, weights in self.patterns.values():
+            for s, r, k in pattern.units():
+                nbytes = weights[k]
+                sent[s] += nbytes
+                got[r] += nbytes
+                send_peers[s].add(r)
+                recv_peers[r].add(s)
+                if self.labels:
+                    by_tier[_tier_of(s, r, self.labels)] += nbytes
+        total = sum(sent.values())
+        holders = self.holder_list
+        send_peer_bound, recv_peer_bound = peer_bounds(
+            [(holders[h], need) for h, need in self.pair_list]
+        )
+        return {
+            "bytes_total": total,
+            "ops": self.ops,
+            "max_send_bytes": max(sent.values(), default=0),
+            "max_send_bound": send_bound(self.src, total, zip(holders, self.needed, strict=True)),
+            "max_recv_bytes": max(got.values(), default=0),
+            "max_recv_bound": max(got.values(), default=0),
+            "max_send_peers": max((len(p) for p in send_peers.values()), default=0),
+            "max_send_peers_bound": send_peer_bound,
+            "max_recv_peers": max((len(p) for p in recv_peers.values()), default=0),
+            "max_recv_peers_bound": recv_peer_bound,
+            "senders": len(sent),
+            "receivers": len(got),
+            "bytes_by_tier": dict(zip(self.names, by_tier, strict=True)),
+        }
