@@ -13,8 +13,12 @@ Source choices compared, on the same pieces (so the bytes moved are equal):
 - ``balanced``: :func:`topology.transfer` (balanced round-robin over every holder, preferring the
   receiver's rack);
 - ``first``: NeMo-RL's ``nccl_reshard``, the first holder of each slice;
-- ``round-robin``: Megatron's resharding, the receiver's position modulo the holders, afresh per
-  slice.
+- ``megatron``: megatron-core 0.19's resharding planner: per receiver and weight one
+  representative source (the receiver itself when colocated, else the holders' dp groups taken
+  round-robin by the receiver's global rank; the first holder when they form one dp group),
+  whose tp group sends every slice
+  (``benchmarks/_peers.py``; ``tests/torch/test_transfer_megatron.py`` checks it sends every
+  element from the rank Megatron's own planner does).
 
 Columns: the most bytes a rank sends over the lower bound (``max_send_bound``, see
 ``topology._transfer.bounds``), the bytes crossing racks, and the most peers a rank sends to and
@@ -42,15 +46,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
+from _peers import POLICIES as PEER_POLICIES
+from _peers import plan_rows
 from _timing import median_seconds, write_result
 
 from topology import Allocation, Host, Tier, Topology
 from topology._transfer.models import Architecture, weights
 from topology._transfer.params import Param
 from topology._transfer.plan import transfer
-from topology._transfer.planner import Planner
 
-POLICIES = ("balanced", "first", "round-robin")
+POLICIES = ("balanced", *PEER_POLICIES)
+
 LAYOUTS = [
     (
         "dp8 -> tp8",
@@ -88,11 +94,10 @@ def plan_stats(
 ) -> dict[str, Any]:
     """The statistics of one plan under ``policy`` (``balanced`` is :func:`topology.transfer`)."""
     world = max(src.world_size + src.rank_offset, dst.world_size + dst.rank_offset)
-    planner = Planner(src, dst, None if alloc is None else alloc.rank_map(world), policy)
-    layers = 1 + max(p.layer for p in params if p.layer is not None)
-    for index, param in enumerate(params):
-        planner.weight(index, param, layers)
-    return planner.stats()
+    rank_map = None if alloc is None else alloc.rank_map(world)
+    if policy == "balanced":
+        return transfer(src, dst, params, allocation=rank_map).stats
+    return plan_rows(src, dst, params, policy, rank_map).stats()
 
 
 def compare(repeat: int) -> list[dict[str, Any]]:

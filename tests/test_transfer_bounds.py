@@ -1,8 +1,8 @@
 """The peer bounds of a transfer plan are sound: no plan has fewer peers per rank.
 
-Law: every plan the planner makes (balanced, and the peers' source choices) has at least the
-bounds' peers; brute force: on small demand families, and on small layouts, the fewest peers
-any plan can have (every way to pick one holder per piece and receiver) is at least the bound.
+Law: every plan (balanced, and the peers' source choices of ``benchmarks/_peers.py``) has at
+least the bounds' peers; brute force: on small demand families, and on small layouts, the fewest
+peers any plan can have (every way to pick one holder per piece and receiver) is at least the bound.
 One holder per (piece, receiver) suffices for the brute force: any plan contains such a choice,
 and dropping links never adds a peer.
 """
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks._peers import PeerPlanner
 from tests.test_transfer_laws import Case, cases
 from topology import Topology
 from topology._transfer.bounds import peer_bounds
@@ -92,8 +93,8 @@ def test_no_plan_has_fewer_peers_than_the_bounds(case: Case) -> None:
     src, dst, params, layers, rank_map = case
     stats = transfer(src, dst, params, num_layers=layers, allocation=rank_map).stats
     found = [stats]
-    for policy in ("first", "round-robin"):
-        planner = Planner(src, dst, rank_map, policy)
+    for policy in ("first", "megatron") if src.gtp == src.egtp == 1 else ("first",):
+        planner = PeerPlanner(src, dst, rank_map, policy)
         for index, param in enumerate(params):
             planner.weight(index, param, layers)
         found.append(planner.stats())

@@ -56,6 +56,55 @@ PLACEMENTS = [
         1,
         [(0, 0, 0, (2, 6), ((0, 4),))],
     ),
+    # Megatron's GTP (generalized_tensor_parallelism.py, gtp_remat_shard_dim0 and
+    # _gtp_slice_one_param; docs/api-guide/core/generalized_tensor_parallel.md 1.3-1.4): dim 0 of
+    # each rank's tp shard is padded at the tail to a multiple of 16 * G and cut into G blocks.
+    (
+        Topology(4, tp=2, gtp=2),
+        Param("qkv", (64, 8), sharding="column", layer=0),
+        1,
+        [
+            (0, 0, 0, (0,), ((0, 16),)),
+            (1, 0, 0, (2,), ((16, 32),)),
+            (2, 0, 0, (1,), ((32, 48),)),
+            (3, 0, 0, (3,), ((48, 64),)),
+        ],
+    ),
+    (  # tp shard [gate_a; up_a]: gtp rank 0 holds gate_a, rank 1 up_a
+        Topology(4, tp=2, gtp=2),
+        Param("fc1", (64, 4), sharding="column", parts=(32, 32), layer=0),
+        1,
+        [
+            (0, 0, 0, (0,), ((0, 16),)),
+            (1, 0, 0, (2,), ((32, 48),)),
+            (2, 0, 0, (1,), ((16, 32),)),
+            (3, 0, 0, (3,), ((48, 64),)),
+        ],
+    ),
+    (  # 40 rows padded to 64: blocks of 32, the second 8 rows and 24 of padding
+        Topology(2, gtp=2),
+        Param("out", (40, 8), sharding="vocab", position="last"),
+        1,
+        [(0, 0, 0, (0,), ((0, 32),)), (1, 0, 0, (1,), ((32, 40),))],
+    ),
+    (  # 8 rows padded to 32: gtp rank 1 holds only padding
+        Topology(2, gtp=2),
+        Param("w", (8, 4), sharding="column", layer=0),
+        1,
+        [(0, 0, 0, (0,), ((0, 8),)), (1, 0, 0, (1,), ())],
+    ),
+    (  # a bias stays whole over gtp: cut by tp only, held by both gtp ranks
+        Topology(4, tp=2, gtp=2),
+        Param("bias", (8,), sharding="column", layer=0),
+        1,
+        [(0, 0, 0, (0, 2), ((0, 4),)), (1, 0, 0, (1, 3), ((4, 8),))],
+    ),
+    (  # an expert under egtp 2 (etp1, ep2, egtp2, edp2): expert 1 lives on ep rank 1
+        Topology(8, tp=2, ep=2, etp=1, egtp=2),
+        Param("e1", (64, 4), sharding="expert-column", layer=0, expert=1, num_experts=2),
+        1,
+        [(0, 0, 0, (1, 5), ((0, 32),)), (1, 0, 0, (3, 7), ((32, 64),))],
+    ),
     (
         Topology(8, tp=2, ep=2, etp=2),
         Param("e1", (2, 4), sharding="expert-row", layer=0, expert=1, num_experts=2),
@@ -100,6 +149,17 @@ def test_identical_colocated_layouts_move_nothing() -> None:
     topo = Topology(8, tp=2, pp=2)
     plan = transfer(topo, topo, weights("llama-7b"))
     assert len(plan) == 0 and plan.stats["bytes_total"] == 0
+
+
+def test_gtp_blocks_move_to_the_tp_shards_they_are() -> None:
+    """tp2 x gtp2 -> tp4 on the same 4 ranks: the two GTP blocks held off their tp4 rank swap."""
+    weight = [Param("qkv", (64, 8), sharding="column", layer=0)]
+    plan = transfer(Topology(4, tp=2, gtp=2), Topology(4, tp=4), weight)
+    assert [(op.src, op.dst, op.start, op.stop, op.src_start) for op in plan.ops] == [
+        (2, 1, 16, 32, 0),
+        (1, 2, 32, 48, 0),
+    ]
+    assert [(op.start, op.stop) for op in plan.held(0) + plan.held(3)] == [(0, 16), (48, 64)]
 
 
 def test_a_source_in_the_receivers_rack_is_preferred() -> None:
@@ -158,8 +218,20 @@ ERRORS = [
         r"num_experts 2 is not divisible by ep\(4\)",
     ),
     (
-        lambda: param_placement(Topology(8, tp=2, gtp=2), Param("w", (8,)), num_layers=1),
-        r"gtp\(2\)",
+        lambda: param_placement(
+            Topology(8, tp=2, gtp=2), Param("w", (8, 8), sharding="row"), num_layers=1
+        ),
+        r"row-parallel \(tp cuts dim 1\) but Megatron's gtp\(2\) cuts dim 0 of each rank's tp "
+        r"shard, .* 2-D block of this \(8, 8\) weight, .*; "
+        r"plan the weights of this layout with gtp = 1",
+    ),
+    (
+        lambda: param_placement(
+            Topology(8, ep=2, etp=1, egtp=2),
+            Param("e", (2, 64), sharding="expert-row", layer=0, expert=0, num_experts=2),
+            num_layers=1,
+        ),
+        r"expert-row-parallel \(tp cuts dim 1\) but Megatron's egtp\(2\) cuts dim 0",
     ),
     (lambda: transfer(Topology(2), Topology(2), []), "params must be a non-empty sequence"),
     (lambda: transfer(Topology(2), "tp=2", [Param("w", (2,))]), "dst must be a Topology"),  # type: ignore[arg-type]
@@ -220,3 +292,14 @@ def test_cli_refuses_a_bad_layout(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["transfer", "--from", "tp=x", "--to", "tp=2", "-w", "4", "--model", "llama-7b"])
     assert code == 2
     assert "--from item 'tp=x' is not FIELD=N" in capsys.readouterr().err
+
+
+def test_cli_takes_gtp_and_names_the_weight_it_cannot_cut(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``gtp=`` is a layout field; a preset's row-parallel weight under it exits 2, named."""
+    code = main(
+        ["transfer", "--from", "tp=2,gtp=2", "--to", "tp=4", "-w", "8", "--model", "llama-7b"]
+    )
+    assert code == 2
+    assert "linear_proj.weight' is row-parallel" in capsys.readouterr().err

@@ -15,14 +15,27 @@ from topology._transfer.placement import param_placement
 from topology._transfer.plan import transfer
 from topology.strategies import topologies
 
-LAYOUTS = topologies(max_world_size=16, max_size=4, max_vpp=2, max_hcp_levels=0)
+LAYOUTS = topologies(max_world_size=16, max_size=4, max_vpp=2, max_hcp_levels=0, gtp=True)
+PLAIN = topologies(max_world_size=16, max_size=4, max_vpp=2, max_hcp_levels=0)
+"""Layouts without Megatron's GTP axes (what the reference planner places)."""
+GTP = st.one_of(
+    topologies(max_world_size=16, max_size=4, max_vpp=2, max_hcp_levels=0, gtp=True, kinds=[k])
+    for k in ("gtp", "egtp")
+)
+"""Layouts with a GTP axis (gtp or egtp > 1)."""
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int, RankMap | None]:
-    """Two layouts, a few weights both can shard (sizes multiples of both sides' splits) and,
-    sometimes, NVLink racks of two hosts to prefer sources in."""
-    src, dst = draw(LAYOUTS), draw(LAYOUTS)
+def cases(
+    draw: st.DrawFn, gtp: bool = True, sources: st.SearchStrategy[Topology] | None = None
+) -> tuple[Topology, Topology, list[Param], int, RankMap | None]:
+    """Two layouts (Megatron's GTP axes included unless ``gtp=False``; the source drawn from
+    ``sources`` when given), a few weights both can shard (sizes multiples of both sides'
+    splits; row-parallel ones only without GTP, which would cut them in 2-D; one wide enough
+    for unpadded GTP blocks, the others padded; a bias, which GTP leaves whole) and, sometimes,
+    NVLink racks of two hosts to prefer sources in."""
+    layouts = LAYOUTS if gtp else PLAIN
+    src, dst = draw(sources if sources is not None else layouts), draw(layouts)
     world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
     gpus = draw(st.sampled_from((1, 2, 4)))
     hosts = [Host(f"n{i}", gpus, (f"r{i // 2}",)) for i in range(-(-world // gpus))]
@@ -36,10 +49,13 @@ def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int, RankMa
     params = [
         Param("embed", (unit * k, 3), sharding="vocab", position=draw(st.sampled_from(POS))),
         Param("qkv", (unit * 3, 4), sharding="column", parts=(unit * 2, unit), layer=0),
-        Param("proj", (5, unit * k), sharding="row", layer=layers - 1),
+        Param("qkv.bias", (unit * 3,), sharding="column", parts=(unit * 2, unit), layer=0),
+        Param("wide", (unit * 64, 1), sharding="column", layer=draw(st.integers(0, layers - 1))),
         Param("norm", (7,), layer=draw(st.integers(0, layers - 1))),
         Param("out", (unit, 2), sharding="vocab", position="last", itemsize=4),
     ]
+    if src.gtp == dst.gtp == 1:
+        params.append(Param("proj", (5, unit * k), sharding="row", layer=layers - 1))
     layer = draw(st.integers(0, layers - 1))
     for e in sorted(set(draw(st.lists(st.integers(0, experts - 1), min_size=1, max_size=3)))):
         params.append(
@@ -53,6 +69,8 @@ def cases(draw: st.DrawFn) -> tuple[Topology, Topology, list[Param], int, RankMa
                 num_experts=experts,
             )
         )
+        if src.egtp > 1 or dst.egtp > 1:
+            continue
         params.append(
             Param(
                 f"fc2.{e}",
@@ -86,6 +104,20 @@ def test_every_destination_element_arrives_exactly_once(
     case: Case,
 ) -> None:
     """Held rows plus received rows cover each receiver's shard once, from the right source rows."""
+    _arrives_exactly_once(case)
+
+
+@settings(max_examples=15)
+@given(cases(sources=GTP))
+def test_every_gtp_block_element_arrives_exactly_once(case: Case) -> None:
+    """From a source with a GTP axis (blocks, padding, holders of none) too."""
+    src = case[0]
+    assert src.gtp > 1 or src.egtp > 1
+    _arrives_exactly_once(case)
+
+
+def _arrives_exactly_once(case: Case) -> None:
+    """Each receiver's rows: held or received once, each op's rows at both ends' local rows."""
     src, dst, params, layers, rank_map = case
     plan = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
     for index, param in enumerate(params):

@@ -1,9 +1,11 @@
 """The planner against its earlier self: the same operations, in the same order, with the same
-statistics, on seeded layouts, under every source policy; and the per-rank queries against
-filtering every operation.
+statistics, on seeded layouts without GTP (and, with GTP, against the reference cutting its
+pieces as the planner does, by :func:`pieces`); the benchmark's ``first`` baseline against the
+reference's; and the per-rank queries against filtering every operation.
 
 The reference is the planner as it stood before classes, patterns and blocks (one tuple per
-operation, one call per piece), kept here verbatim so that the faster one can be checked.
+operation, one call per piece), kept here verbatim so that the faster one can be checked. It
+cuts pieces by tensor-parallel index, so it places no GTP block.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from tests.test_transfer_laws import Case, cases
+from benchmarks._peers import PeerPlanner
+from tests.test_transfer_laws import GTP, Case, cases
 from topology import RankMap, Topology
 from topology._transfer.params import Param
-from topology._transfer.placement import param_placement
+from topology._transfer.placement import param_placement, pieces
 from topology._transfer.plan import TransferOp, transfer
-from topology._transfer.planner import Planner, block_rows
 
 _Row = tuple[int, int, int, int, int, int, int, int]
 NEW_STATS = ("max_send_peers_bound", "max_recv_peers_bound")
@@ -240,9 +242,29 @@ def _shard_of(
     return None
 
 
-def _reference(case: Case, policy: str = "balanced") -> tuple[list[_Row], dict[str, Any]]:
+class _PiecesPlanner(_ReferencePlanner):
+    """The reference with its pieces cut by :func:`pieces` (GTP blocks included), as the planner
+    cuts them: the planner of the GTP branch before classes and patterns."""
+
+    def weight(self, index: int, param: Param, num_layers: int) -> None:
+        """Plan every piece of one weight."""
+        source = param_placement(self.src, param, num_layers=num_layers)
+        target = param_placement(self.dst, param, num_layers=num_layers)
+        holders: dict[int, tuple[int, ...]] = {}
+        for shard in source.shards:
+            holders[shard.index] = tuple(sorted({*holders.get(shard.index, ()), *shard.ranks}))
+        receivers: dict[int, list[int]] = defaultdict(list)
+        for shard in target.shards:
+            receivers[shard.index].extend(shard.ranks)
+        for lo, hi, a, b, src_at, dst_at in pieces(source, target):
+            self.piece((index, lo, hi, src_at, dst_at), param.row_bytes, holders[a], receivers[b])
+
+
+def _reference(
+    case: Case, policy: str = "balanced", kind: type[_ReferencePlanner] = _ReferencePlanner
+) -> tuple[list[_Row], dict[str, Any]]:
     src, dst, params, layers, rank_map = case
-    planner = _ReferencePlanner(src, dst, rank_map, policy)
+    planner = kind(src, dst, rank_map, policy)
     for index, param in enumerate(params):
         planner.weight(index, param, layers)
     return planner.rows, planner.stats()
@@ -280,7 +302,7 @@ def _without_new(stats: dict[str, Any]) -> dict[str, Any]:
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases())
+@given(cases(gtp=False))
 def test_the_plan_equals_the_reference(case: Case) -> None:
     """Same operations in the same order and the same statistics as the reference planner."""
     src, dst, params, layers, rank_map = case
@@ -292,19 +314,28 @@ def test_the_plan_equals_the_reference(case: Case) -> None:
     assert list(_without_new(plan.stats)) == list(stats), "the statistics' order changed"
 
 
-@settings(max_examples=60, deadline=None)
-@given(cases())
-def test_the_baselines_equal_the_reference(case: Case) -> None:
-    """The peers' source choices (benchmark baselines) plan as the reference did."""
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(sources=GTP))
+def test_the_plan_equals_the_reference_cutting_gtp_blocks(case: Case) -> None:
+    """With GTP too: the same operations and statistics as the reference cutting by pieces."""
     src, dst, params, layers, rank_map = case
-    for policy in ("first", "round-robin"):
-        planner = Planner(src, dst, rank_map, policy)
-        for index, param in enumerate(params):
-            planner.weight(index, param, layers)
-        rows = [r for b in planner.blocks for r in block_rows(b, params[b[0]].row_bytes)]
-        reference_rows, stats = _reference(case, policy)
-        assert rows == reference_rows
-        assert _without_new(planner.stats()) == stats
+    plan = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
+    rows, stats = _reference(case, kind=_PiecesPlanner)
+    assert list(plan.rows) == rows
+    assert _without_new(plan.stats) == stats
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases(gtp=False))
+def test_the_first_baseline_equals_the_reference(case: Case) -> None:
+    """The benchmark's ``first`` baseline (``benchmarks/_peers.py``) plans as the reference's."""
+    src, dst, params, layers, rank_map = case
+    planner = PeerPlanner(src, dst, rank_map, "first")
+    for index, param in enumerate(params):
+        planner.weight(index, param, layers)
+    reference_rows, stats = _reference(case, "first")
+    assert planner.rows == reference_rows
+    assert _without_new(planner.stats()) == stats
 
 
 @settings(max_examples=40, deadline=None)

@@ -86,6 +86,20 @@ def test_a_shard_of_the_wrong_shape_is_refused() -> None:
         _described(layers, Topology(2, tp=2))
 
 
+def test_a_weight_gtp_cuts_into_blocks_is_refused() -> None:
+    """Our layers hold whole tp shards; a layout whose GTP axis cuts them is refused."""
+    from topology_torch.layers import ColumnParallelLinear
+
+    layers = {"fc": (ColumnParallelLinear(4, 64, group=_one()), {"layer": 0})}
+    with pytest.raises(
+        TopologyError,
+        match=r"rank 0's 'fc.weight' is a whole tp shard in our layers but .* cuts dim 0 of each "
+        r"tp shard into gtp\(2\) blocks \(Megatron's GTP weight rematerialisation\), which our "
+        r"layers do not hold; build the model at a layout with gtp = 1",
+    ):
+        _described(layers, Topology(2, gtp=2))
+
+
 @pytest.mark.parametrize(
     ("topo", "where"),
     [

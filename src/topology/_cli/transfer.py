@@ -21,7 +21,19 @@ from .common import (
 
 __all__ = ["parse_layout", "register", "run"]
 
-_INT_FIELDS = ("world_size", "tp", "pp", "cp", "ep", "etp", "dp", "vpp", "rank_offset")
+_INT_FIELDS = (
+    "world_size",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "etp",
+    "dp",
+    "vpp",
+    "gtp",
+    "egtp",
+    "rank_offset",
+)
 _TEXT_FIELDS = ("order",)
 
 

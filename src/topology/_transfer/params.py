@@ -37,6 +37,11 @@ class Sharding:
         """The grid axis that cuts the weight: ``tp`` on the dense grid, ``etp`` on the expert."""
         return "etp" if self.grid == "expert" else "tp"
 
+    @property
+    def gtp_axis(self) -> str:
+        """Megatron's GTP (weight-remat) axis over this grid: ``gtp`` dense, ``egtp`` expert."""
+        return "egtp" if self.grid == "expert" else "gtp"
+
 
 SHARDINGS = {
     row.name: row

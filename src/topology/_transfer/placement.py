@@ -10,6 +10,16 @@ Algorithm: layer ``l`` of ``L`` sits in model chunk ``c = l // (L / (pp * vpp))`
 of each part ``[o, o + n)`` of the cut dim, ``[o + a * n / T, o + (a + 1) * n / T)``; its ranks are
 ``grid.matching(tp=a, pp=stage)`` (``etp=a, ep=e // (E / ep)`` for expert ``e`` of ``E``).
 
+Megatron's GTP (weight rematerialisation, ``gtp`` dense, ``egtp`` expert, size ``G``) cuts dim 0
+of every rank's tensor-parallel shard of a weight (two or more dims; biases, norms and whole
+weights stay whole) into ``G`` contiguous blocks, after padding its ``W`` rows at the tail to a
+multiple of ``P * G`` (``P`` = :data:`GTP_ALIGNMENT`): gtp rank ``j`` holds local rows
+``[j * s, min((j + 1) * s, W))`` with ``s = ceil(W / (P * G)) * P`` (none, only padding, when
+``j * s >= W``), as shard ``a * G + j`` on ``grid.matching(tp=a, gtp=j, pp=stage)``. A
+column-parallel weight is cut on dim 0 by both, so these are slices of its cut dim; a
+row-parallel one (tp cuts dim 1) would hold a 2-D block, which a plan that cuts one dim does
+not express, and is refused.
+
 >>> from topology import Topology
 >>> w = Param("fc1", (8, 4), sharding="column", parts=(4, 4), layer=3)
 >>> p = param_placement(Topology(8, tp=2, pp=2), w, num_layers=4)
@@ -32,13 +42,19 @@ from .._megatron.topology import Topology
 from .params import Param
 
 __all__ = [
+    "GTP_ALIGNMENT",
     "ParamPlacement",
     "ParamShard",
     "layer_chunks",
     "param_placement",
+    "pieces",
     "placement_key",
     "shard_size",
 ]
+
+GTP_ALIGNMENT = 16
+"""Megatron's ``GTPRematConfig.pad_for_alignment`` default (BF16 and FP8 / NVFP4 runs; MXFP8 runs
+use 32): GTP pads each tensor-parallel shard's dim 0 to a multiple of this times the GTP size."""
 
 
 @attrs.frozen
@@ -46,7 +62,9 @@ class ParamShard:
     """One slice of a weight and the ranks that hold it.
 
     ``ranges`` are ``[start, stop)`` intervals of the cut dim, one per part, laid one after
-    another in the holder's local tensor; ``index`` is the shard's tensor-parallel coordinate.
+    another in the holder's local tensor; ``index`` is the shard's tensor-parallel coordinate
+    (times the GTP size, plus the gtp coordinate, under GTP: then a range may cover part of a
+    part, and a holder of only GTP padding has none).
     """
 
     index: int
@@ -65,12 +83,15 @@ class ParamPlacement:
     shards: tuple[ParamShard, ...]
     axes: tuple[str, ...]
     """The axes of the holding stage's sub-mesh, outermost first (pp and ep left out)."""
+    gtp: int = 1
+    """How many blocks Megatron's GTP axis cuts each tensor-parallel shard into (1: none)."""
 
     @property
     def dtensor(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         """``(mesh axes, placements)`` as DTensor spells them, or None for fused parts (whose
-        tp split is strided: DTensor's private ``_StridedShard``, not a plain ``ParamShard``)."""
-        if len(self.param.part_sizes) > 1 and self.split > 1:
+        tp split is strided: DTensor's private ``_StridedShard``, not a plain ``ParamShard``)
+        and under GTP (cut inside the tp shard, tail-padded: no DTensor placement says it)."""
+        if (len(self.param.part_sizes) > 1 and self.split > 1) or self.gtp > 1:
             return None
         row = self.param.row
         cut = "etp" if "etp" in self.axes else "tp"
@@ -150,13 +171,46 @@ def _stages(topology: Topology, param: Param, num_layers: int) -> tuple[tuple[in
 
 
 def _grid(topology: Topology, param: Param) -> Grid:
-    if topology.gtp > 1 or topology.egtp > 1:
-        raise TopologyError(
-            f"a transfer does not place weights under gtp({topology.gtp}) / egtp("
-            f"{topology.egtp}) rematerialisation yet; use gtp = egtp = 1"
-        )
     grid = topology.expert if param.row.grid == "expert" else None
     return grid if grid is not None else topology.dense  # no expert folding: the dense grid
+
+
+def _gtp_size(param: Param, grid: Grid) -> int:
+    """How many blocks the grid's GTP axis cuts each tensor-parallel shard of ``param`` into.
+
+    Raises:
+        TopologyError: GTP would cut a row-parallel weight (a 2-D block; see the module).
+    """
+    axis = param.row.gtp_axis
+    size = grid.size(axis) if axis in grid.axes else 1
+    if size == 1 or param.row.dim is None or len(param.shape) < 2:
+        return 1
+    if param.cut_dim != 0:
+        raise TopologyError(
+            f"Param {param.name!r} is {param.sharding}-parallel (tp cuts dim {param.cut_dim}) "
+            f"but Megatron's {axis}({size}) cuts dim 0 of each rank's tp shard, so each rank "
+            f"holds a 2-D block of this {param.shape} weight, which a transfer (one cut dim) "
+            f"does not express; plan the weights of this layout with {axis} = 1"
+        )
+    return size
+
+
+def _gtp_block(ranges: list[tuple[int, int]], start: int, stop: int) -> tuple[tuple[int, int], ...]:
+    """The global ranges of local rows ``[start, stop)`` of a holder of ``ranges`` (in order)."""
+    found, local = [], 0
+    for lo, hi in ranges:
+        a, z = max(start, local), min(stop, local + hi - lo)
+        if a < z:
+            found.append((lo + a - local, lo + z - local))
+        local += hi - lo
+    return tuple(found)
+
+
+def _gtp_blocks(ranges: list[tuple[int, int]], size: int) -> list[tuple[tuple[int, int], ...]]:
+    """The ranges of each of ``size`` GTP blocks of a tp shard holding ``ranges`` (see module)."""
+    rows = sum(hi - lo for lo, hi in ranges)
+    step = -(-rows // (GTP_ALIGNMENT * size)) * GTP_ALIGNMENT
+    return [_gtp_block(ranges, j * step, min((j + 1) * step, rows)) for j in range(size)]
 
 
 def _expert_coord(topology: Topology, param: Param, grid: Grid) -> dict[str, int]:
@@ -173,8 +227,10 @@ def _expert_coord(topology: Topology, param: Param, grid: Grid) -> dict[str, int
 
 def placement_key(topology: Topology, param: Param, *, num_layers: int) -> Hashable:
     """What decides the ranks and ranges of ``param``'s shards in ``topology``: weights with
-    equal keys have equal shards (:func:`param_placement` but for ``param``). Checks what
-    :func:`param_placement` checks, in the same order.
+    equal keys have equal shards (:func:`param_placement` but for ``param``): the grid, whether
+    it is cut, the parts, the stages, the expert coordinate and the GTP blocks per shard (1 for
+    a bias, which GTP leaves whole). Checks what :func:`param_placement` checks, in the same
+    order.
 
     >>> t = Topology(8, tp=2, pp=2)
     >>> a = Param("a", (8, 4), sharding="column", layer=3)
@@ -182,15 +238,16 @@ def placement_key(topology: Topology, param: Param, *, num_layers: int) -> Hasha
     >>> placement_key(t, a, num_layers=4) == placement_key(t, b, num_layers=4)
     True
     >>> placement_key(t, Param("norm", (8,), layer=3), num_layers=4)
-    ('dense', False, (8,), ((1, 0),), ())
+    ('dense', False, (8,), ((1, 0),), (), 1)
     """
     grid = _grid(topology, param)
     row = param.row
     axis = "etp" if "etp" in grid.axes else "tp"
     shard_size(param, grid.size(axis) if row.dim is not None else 1, axis)
+    gtp = _gtp_size(param, grid)
     coord = _expert_coord(topology, param, grid)
     stages = _stages(topology, param, num_layers)
-    return (row.grid, row.dim is not None, param.part_sizes, stages, tuple(coord.items()))
+    return (row.grid, row.dim is not None, param.part_sizes, stages, tuple(coord.items()), gtp)
 
 
 def param_placement(topology: Topology, param: Param, *, num_layers: int) -> ParamPlacement:
@@ -203,24 +260,76 @@ def param_placement(topology: Topology, param: Param, *, num_layers: int) -> Par
 
     Raises:
         TopologyError: a part not divisible by tp (etp), experts not divisible by ep, a layer
-            outside the model, or gtp / egtp > 1.
+            outside the model, or a row-parallel weight under gtp (egtp) > 1.
     """
     grid = _grid(topology, param)
     row = param.row
     axis = "etp" if "etp" in grid.axes else "tp"
     split = grid.size(axis) if row.dim is not None else 1
     width = shard_size(param, split, axis)
+    gtp = _gtp_size(param, grid)
     coord = _expert_coord(topology, param, grid)
     offsets = [sum(param.part_sizes[:j]) for j in range(len(param.part_sizes))]
     shards = []
     for stage, chunk in _stages(topology, param, num_layers):
         for index in range(split):
             fixed = {**coord, "pp": stage, **({axis: index} if row.dim is not None else {})}
-            ranges = tuple(
+            ranges = [
                 (o + index * (n // split), o + (index + 1) * (n // split))
                 for o, n in zip(offsets, param.part_sizes, strict=True)
-            )
-            shards.append(ParamShard(index, stage, chunk, grid.matching(**fixed), ranges))
-    assert sum(hi - lo for lo, hi in shards[0].ranges) == width
+            ]
+            assert sum(hi - lo for lo, hi in ranges) == width
+            if gtp == 1:
+                shards.append(
+                    ParamShard(index, stage, chunk, grid.matching(**fixed), tuple(ranges))
+                )
+                continue
+            for j, block in enumerate(_gtp_blocks(ranges, gtp)):
+                ranks = grid.matching(**fixed, **{row.gtp_axis: j})
+                shards.append(ParamShard(index * gtp + j, stage, chunk, ranks, block))
     axes = tuple(a for a in grid.axes if a not in ("pp", "ep"))
-    return ParamPlacement(param, split, tuple(shards), axes)
+    return ParamPlacement(param, split, tuple(shards), axes, gtp)
+
+
+def _runs(placement: ParamPlacement) -> list[tuple[int, int, int, int]]:
+    """``(start, stop, shard index, local start)`` of every range of every shard index, sorted
+    (the shards of one index on several stages hold the same ranges: counted once)."""
+    runs, seen = [], set()
+    for shard in placement.shards:
+        if shard.index in seen:
+            continue
+        seen.add(shard.index)
+        local = 0
+        for lo, hi in shard.ranges:
+            runs.append((lo, hi, shard.index, local))
+            local += hi - lo
+    runs.sort()
+    return runs
+
+
+def pieces(
+    source: ParamPlacement, target: ParamPlacement
+) -> list[tuple[int, int, int, int, int, int]]:
+    """Every maximal ``[start, stop)`` of the cut dim that one source shard and one target shard
+    both hold, in order: ``(start, stop, source index, target index, source local start,
+    target local start)``. Both placements must be of the same weight.
+
+    >>> from topology import Topology
+    >>> w = Param("w", (8, 2), sharding="column")
+    >>> pieces(param_placement(Topology(2, tp=2), w, num_layers=1),
+    ...        param_placement(Topology(4, tp=4), w, num_layers=1))
+    [(0, 2, 0, 0, 0, 0), (2, 4, 0, 1, 2, 0), (4, 6, 1, 2, 0, 0), (6, 8, 1, 3, 2, 0)]
+    """
+    found = []
+    src, dst = _runs(source), _runs(target)
+    i = k = 0
+    while i < len(src) and k < len(dst):
+        (lo, hi, a, at), (lo2, hi2, b, bt) = src[i], dst[k]
+        start, stop = max(lo, lo2), min(hi, hi2)
+        if start < stop:
+            found.append((start, stop, a, b, at + start - lo, bt + start - lo2))
+        if hi <= hi2:
+            i += 1
+        else:
+            k += 1
+    return found

@@ -1,6 +1,7 @@
 """The transfer plan: which rank sends which slice of which weight to which rank (private).
 
-For every weight the cut dims of both layouts are intersected part by part into *pieces*
+For every weight the cut dims of both layouts are intersected shard range by shard range
+(:func:`~topology._transfer.placement.pieces`: part by part, GTP blocks included) into *pieces*
 ``[lo, hi)``, each held by the ranks of one source shard (its *holders*) and needed by the ranks
 of one destination shard (its *receivers*). A receiver that holds the piece already (colocated
 layouts) needs nothing. When the allocation has an NVLink tier (an NVL72 rack), the others are

@@ -1,12 +1,13 @@
 """The planning pass behind :func:`topology.transfer` (private).
 
 The operations of a weight depend on its param only through its row bytes: weights whose
-placements agree on both sides (same sharding grid, parts, stages and expert coordinate, a
-*class*) are cut into the same pieces with the same holders and receivers. So the pass works in
-three sizes of unit, each computed once:
+placements agree on both sides (same sharding grid, parts, stages, expert coordinate and GTP
+cut: :func:`placement_key`, a *class*) are cut into the same pieces with the same holders and
+receivers. So the pass works in three sizes of unit, each computed once:
 
 - a class: its pieces ``(lo, hi, src_lo, dst_lo)`` with their holder set and the receivers
-  lacking them (one :func:`param_placement` per side per class);
+  lacking them (one :func:`param_placement` per side per class, intersected by :func:`pieces`:
+  under GTP a shard index is ``tp * G + gtp`` and a holder of only padding has no piece);
 - a pattern: who sends each unit of a piece, for one (holders, receivers) pair, cut count and
   rotation start (:class:`Pattern`); the balance rule and the NVLink preference run here;
 - a block: one piece of one weight, which pattern serves it (:data:`Block`).
@@ -30,7 +31,7 @@ from .._megatron.topology import Topology
 from .._preflight.allocation.rankmap import RankMap
 from .bounds import peer_bounds, send_bound
 from .params import Param
-from .placement import param_placement, placement_key
+from .placement import param_placement, pieces, placement_key
 
 __all__ = ["Block", "Pattern", "Planner", "Row", "block_rows", "bulk", "cut_bounds", "unit_row"]
 
@@ -151,10 +152,8 @@ def _tier_of(src: int, dst: int, labels: list[Sequence[int]]) -> int:
 class Planner:
     """The mutable state of one planning pass: classes, patterns, rotations and blocks."""
 
-    def __init__(
-        self, src: Topology, dst: Topology, rank_map: RankMap | None, policy: str = "balanced"
-    ) -> None:
-        self.src, self.dst, self.policy = src, dst, policy
+    def __init__(self, src: Topology, dst: Topology, rank_map: RankMap | None) -> None:
+        self.src, self.dst = src, dst
         self.names, self.labels = _levels(rank_map)
         level = _nvlink_level(rank_map)
         self.domain = self.labels[level] if level is not None else None
@@ -194,22 +193,10 @@ class Planner:
         for shard in target.shards:
             receivers[shard.index].extend(shard.ranks)
         found: list[_Piece] = []
-        offset, src_base, dst_base = 0, 0, 0
-        for n in param.part_sizes:
-            ns, nd = n // source.split, n // target.split
-            for b in range(target.split):
-                for a in range(b * nd // ns, -(-(b + 1) * nd // ns)):
-                    lo, hi = offset + max(a * ns, b * nd), offset + min((a + 1) * ns, (b + 1) * nd)
-                    pair = self._pair(holders[a], receivers[b])
-                    if pair >= 0:
-                        where = (
-                            lo,
-                            hi,
-                            src_base + lo - offset - a * ns,
-                            dst_base + lo - offset - b * nd,
-                        )
-                        found.append((*where, pair))
-            offset, src_base, dst_base = offset + n, src_base + ns, dst_base + nd
+        for lo, hi, a, b, src_lo, dst_lo in pieces(source, target):
+            pair = self._pair(holders[a], receivers[b])
+            if pair >= 0:
+                found.append((lo, hi, src_lo, dst_lo, pair))
         return found
 
     def _pair(self, holders: tuple[int, ...], receivers: Sequence[int]) -> int:
@@ -234,13 +221,10 @@ class Planner:
         lo, hi = where[1], where[2]
         h, need = self.pair_list[pair]
         self.needed[h] += (hi - lo) * row_bytes * len(need)
-        if self.policy != "balanced":
-            cuts, first = 1, 0
-        else:
-            n = len(self.holder_list[h])
-            cuts = max(1, min(n // len(need), hi - lo))
-            first = self.rotation[h]
-            self.rotation[h] = (first + len(need) * cuts % n) % n
+        n = len(self.holder_list[h])
+        cuts = max(1, min(n // len(need), hi - lo))
+        first = self.rotation[h]
+        self.rotation[h] = (first + len(need) * cuts % n) % n
         found = self.patterns.get((pair, cuts, first))
         if found is None:
             found = self.patterns[pair, cuts, first] = (
@@ -261,12 +245,6 @@ class Planner:
         """Who sends each unit (see :mod:`topology._transfer.plan` for the balance rule)."""
         h, need = self.pair_list[pair]
         holders = self.holder_list[h]
-        if self.policy != "balanced":
-            senders = tuple(
-                holders[0] if self.policy == "first" else holders[p % len(holders)]
-                for p in range(len(need))
-            )
-            return Pattern(senders, need, 1)
         n = len(holders)
         base, extra = divmod(len(need) * cuts, n)
         order = holders[first:] + holders[:first]

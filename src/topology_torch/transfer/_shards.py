@@ -160,10 +160,18 @@ def _check_shard(
             f"chunk) {stages} at ranks {sorted({r for s in placement.shards for r in s.ranks})}; "
             "build only the layers (and experts) of this rank's stage and chunks"
         )
+    axis = param.row.tp_axis
+    if placement.gtp > 1:
+        gtp = param.row.gtp_axis
+        raise TopologyError(
+            f"rank {rank}'s {param.name!r} is a whole {axis} shard in our layers but {topology} "
+            f"cuts dim 0 of each {axis} shard into {gtp}({placement.gtp}) blocks (Megatron's GTP "
+            f"weight rematerialisation), which our layers do not hold; build the model at a "
+            f"layout with {gtp} = 1"
+        )
     shard = mine[0]
     width = sum(hi - lo for lo, hi in shard.ranges)
     want = tuple(width if d == param.cut_dim else n for d, n in enumerate(param.shape))
-    axis = param.row.tp_axis
     if tuple(tensor.shape) != want:
         raise TopologyError(
             f"rank {rank}'s {param.name!r} has shape {tuple(tensor.shape)} but {topology} gives "
@@ -214,7 +222,8 @@ def shards_of(
         TopologyError: an entry that is not ``(module, placement)``, a module holding parallel
             layers, a LoRA adapter, an expert row layer with a bias, a placement
             :class:`~topology.Param` refuses, a weight this rank does not hold in ``topology``, or
-            a local tensor whose shape (or tensor-parallel index) is not the shard ``rank`` holds.
+            a local tensor whose shape (or tensor-parallel index) is not the shard ``rank`` holds,
+            or a weight Megatron's GTP axis (gtp / egtp > 1) cuts into blocks.
     """
     if not isinstance(topology, Topology):
         raise TopologyError(
