@@ -34,7 +34,7 @@ from ..pipeline import MAX_LAYERS
 from .counts import even_counts, layout_counts, stage_counts
 from .layout import chunks_of
 
-__all__ = ["PipelineSplit"]
+__all__ = ["PipelineSplit", "check_split"]
 
 MEGATRON_NAMES = {
     "num_layers_in_first_pipeline_stage": "first_stage_layers",
@@ -216,3 +216,20 @@ it); give stage layer counts or accounting, not both
         return even_counts(
             self.account_for_embedding, self.account_for_loss, num_layers, pp, chunks
         )
+
+
+def check_split(value: object, name: str = "split") -> PipelineSplit | None:
+    """``value`` if it is a :class:`PipelineSplit` or None, else raise.
+
+    >>> check_split(3, "src_split")
+    Traceback (most recent call last):
+    topology._errors.TopologyError: src_split must be a PipelineSplit or None, got 3 (int); \
+give PipelineSplit(...), e.g. PipelineSplit(first_stage_layers=3, last_stage_layers=2)
+    """
+    if value is not None and not isinstance(value, PipelineSplit):
+        raise TopologyError(
+            f"{name} must be a PipelineSplit or None, got {show(value)} "
+            f"({type(value).__name__}); give PipelineSplit(...), e.g. "
+            "PipelineSplit(first_stage_layers=3, last_stage_layers=2)"
+        )
+    return value
