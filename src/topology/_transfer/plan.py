@@ -277,6 +277,17 @@ def _check_layouts(src: object, dst: object) -> None:
             )
 
 
+def _check_split_fits(
+    side: str, topology: Topology, split: PipelineSplit | None, num_layers: int
+) -> None:
+    """Refuse a split Megatron refuses for ``topology``'s pp and vpp, naming the side."""
+    if split is not None:
+        try:
+            topology.layers(0, num_layers, split)
+        except TopologyError as error:
+            raise TopologyError(f"{side}_pipeline_split ({split}) on {topology}: {error}") from None
+
+
 def transfer(
     src: Topology,
     dst: Topology,
@@ -333,6 +344,8 @@ def transfer(
     rank_map = _rank_map(allocation, world)
     if num_layers is None:
         num_layers = 1 + max((p.layer for p in weights if p.layer is not None), default=0)
+    for side, topology, split in (("src", src, splits[0]), ("dst", dst, splits[1])):
+        _check_split_fits(side, topology, split, num_layers)
     planner = Planner(src, dst, rank_map, splits=splits)
     for index, param in enumerate(weights):
         planner.weight(index, param, num_layers)

@@ -22,7 +22,7 @@ from .layout import chunks_of
 
 __all__ = ["even_counts", "layout_counts", "stage_counts"]
 
-FIX = "give first_stage_layers / last_stage_layers or a layout that places them"
+FIX = "give first_stage_layers / last_stage_layers or a layout"
 
 
 def even_counts(

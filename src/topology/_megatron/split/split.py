@@ -34,7 +34,7 @@ from ..pipeline import MAX_LAYERS
 from .counts import even_counts, layout_counts, stage_counts
 from .layout import chunks_of
 
-__all__ = ["PipelineSplit", "check_split"]
+__all__ = ["MEGATRON_NAMES", "PipelineSplit", "check_split"]
 
 MEGATRON_NAMES = {
     "num_layers_in_first_pipeline_stage": "first_stage_layers",
