@@ -52,7 +52,9 @@ def answer(case: dict[str, Any]) -> dict[str, Any]:
     """What Megatron builds for one case, or the error it raises."""
     pp, vpp = case["pp"], case["vpp"]
     layout = case.get("pipeline_model_parallel_layout")
-    mtp = layout.count("m") if layout else 0  # a layout's m count is its mtp_num_layers
+    # A layout's MTP count is its mtp_num_layers (a string's m, a list's "mtp").
+    mtp = sum(row.count("mtp") for row in layout) if isinstance(layout, list) else 0
+    mtp = layout.count("m") if isinstance(layout, str) else mtp
     try:
         config = TransformerConfig(
             num_layers=case["num_layers"],

@@ -107,6 +107,20 @@ def test_megatron_names_round_trip() -> None:
     )
 
 
+def test_megatron_list_layouts_become_strings() -> None:
+    """Megatron's list form (Megatron-Bridge's recipes) reads as the string form."""
+    rows = [["embedding", "decoder"], ["Decoder ", "mtp", "loss"]]
+    split = PipelineSplit.from_megatron({"pipeline_model_parallel_layout": rows})
+    assert split == PipelineSplit(layout="Et|tmL")
+    for bad, match in (
+        ([], r"pipeline layout list must be a non-empty list of lists of layer names, got \[\]"),
+        (["Et"], r"pipeline layout list row 'Et' is not a list of layer names"),
+        ([["embedding", "encoder"]], r"pipeline layout list names the layer 'encoder'; use"),
+    ):
+        with pytest.raises(TopologyError, match=match):
+            PipelineSplit.from_megatron({"pipeline_model_parallel_layout": bad})
+
+
 def test_str_and_repr() -> None:
     """str is a short phrase; repr shows only what was given."""
     assert str(PipelineSplit()) == "even"

@@ -35,6 +35,11 @@ COUNT = 700
 
 Case = dict[str, Any]
 
+BRIDGE_PP16 = (
+    [["embedding"] + ["decoder"] * 4] + [["decoder"] * 4] * 14 + [["decoder", "mtp", "loss"]]
+)
+"""Megatron-Bridge's DeepSeek-V3 pp 16 layout, in Megatron's list form (its recipe's)."""
+
 OURS_TO_REFUSE = ("embedding first and the loss last", "both name the one stage of pp(1)")
 """What Megatron builds and we refuse: a layout's E or L off the first / last chunk (the transfer
 keeps the embedding and output there), both stage counts at pp 1 (Megatron builds the last
@@ -112,6 +117,7 @@ def _cases() -> list[Case]:
         | {"num_layers_in_last_pipeline_stage": 1},
         {"num_layers": 4, "pp": 3, "vpp": None, "num_layers_in_first_pipeline_stage": 3}
         | {"num_layers_in_last_pipeline_stage": 3},
+        {"num_layers": 61, "pp": 16, "vpp": None, "pipeline_model_parallel_layout": BRIDGE_PP16},
         {"num_layers": 4, "pp": 2, "vpp": None, "pipeline_model_parallel_layout": "|EttttL"},
         {"num_layers": 4, "pp": 2, "vpp": None, "pipeline_model_parallel_layout": "Ett|ttmLm"},
         {"num_layers": 4, "pp": 2, "vpp": None, "pipeline_model_parallel_layout": "Etmt|ttL"},

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..._args import show
 from ..._errors import TopologyError
 
-__all__ = ["LETTERS", "chunks_of"]
+__all__ = ["LETTERS", "chunks_of", "layout_string"]
 
 LETTERS = "ELtm"
 """The layer letters Megatron's layout strings use (embedding, loss, decoder, MTP)."""
@@ -84,3 +84,38 @@ def chunks_of(layout: str) -> tuple[str, ...]:
             "use E (embedding), t (decoder), m (MTP), L (loss), | between chunks, x*n, (...)*n",
         )
     return tuple(unrolled.split("|"))
+
+
+_LETTER_OF = {"embedding": "E", "loss": "L", "decoder": "t", "mtp": "m"}
+
+
+def layout_string(rows: object) -> str:
+    """Megatron's list form of a layout (one list of layer names per chunk, as Megatron-Bridge's
+    recipes write it) as the string form.
+
+    >>> layout_string([["embedding", "decoder"], ["decoder", "mtp", "loss"]])
+    'Et|tmL'
+    """
+    if not isinstance(rows, (list, tuple)) or not rows:
+        raise TopologyError(
+            f"pipeline layout list must be a non-empty list of lists of layer names, got "
+            f"{show(rows)}; give e.g. [['embedding', 'decoder'], ['decoder', 'loss']]"
+        )
+    chunks = []
+    for row in rows:
+        if not isinstance(row, (list, tuple)):
+            raise TopologyError(
+                f"pipeline layout list row {show(row)} is not a list of layer names; give one "
+                "list per chunk"
+            )
+        letters = []
+        for name in row:
+            letter = _LETTER_OF.get(name.strip().lower()) if isinstance(name, str) else None
+            if letter is None:
+                raise TopologyError(
+                    f"pipeline layout list names the layer {show(name)}; use embedding, "
+                    "decoder, mtp or loss"
+                )
+            letters.append(letter)
+        chunks.append("".join(letters))
+    return "|".join(chunks)

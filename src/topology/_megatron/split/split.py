@@ -32,7 +32,7 @@ from ..._args import check_size, show
 from ..._errors import TopologyError
 from ..pipeline import MAX_LAYERS
 from .counts import even_counts, layout_counts, stage_counts
-from .layout import chunks_of
+from .layout import chunks_of, layout_string
 
 __all__ = ["MEGATRON_NAMES", "PipelineSplit", "check_split"]
 
@@ -116,7 +116,8 @@ it); give stage layer counts or accounting, not both
     @classmethod
     def from_megatron(cls, config: Mapping[str, Any]) -> PipelineSplit:
         """The split of a Megatron config (a ``TransformerConfig``'s fields as a mapping, or a
-        NeMo-RL / Megatron-Bridge ``megatron_cfg``): its five pipeline-split keys, others ignored.
+        NeMo-RL / Megatron-Bridge ``megatron_cfg``): its five pipeline-split keys, others ignored;
+        a layout in Megatron's list form (``[["embedding", "decoder"], ...]``) becomes a string.
 
         >>> PipelineSplit.from_megatron({"num_layers_in_first_pipeline_stage": 3, "tp": 8})
         PipelineSplit(first_stage_layers=3)
@@ -129,6 +130,8 @@ it); give stage layer counts or accounting, not both
         given = {
             ours: config[theirs] for theirs, ours in MEGATRON_NAMES.items() if theirs in config
         }
+        if isinstance(given.get("layout"), (list, tuple)):
+            given["layout"] = layout_string(given["layout"])
         for flag in ("account_for_embedding", "account_for_loss"):
             if given.get(flag) is None:
                 given.pop(flag, None)
