@@ -119,6 +119,10 @@ def _cases() -> list[Case]:
         | {"num_layers_in_last_pipeline_stage": 3},
         {"num_layers": 61, "pp": 16, "vpp": None, "pipeline_model_parallel_layout": BRIDGE_PP16},
         {"num_layers": 4, "pp": 2, "vpp": None, "pipeline_model_parallel_layout": "|EttttL"},
+        {"num_layers": 2, "pp": 3, "vpp": None, "pipeline_model_parallel_layout": "Et|*2tL"},
+        {"num_layers": 2, "pp": 3, "vpp": None, "pipeline_model_parallel_layout": "E(t|)*2,t*0L"},
+        {"num_layers": 6, "pp": 2, "vpp": None, "pipeline_model_parallel_layout": "E(t*2)*2|ttL"},
+        {"num_layers": 2, "pp": 2, "vpp": None, "pipeline_model_parallel_layout": "Et|(t)L"},
         {"num_layers": 4, "pp": 2, "vpp": None, "pipeline_model_parallel_layout": "Ett|ttmLm"},
         {"num_layers": 4, "pp": 2, "vpp": None, "pipeline_model_parallel_layout": "Etmt|ttL"},
     ]
