@@ -75,11 +75,25 @@ def _megatron(name: str) -> str:
 
 @attrs.frozen
 class PipelineSplit:
-    """How Megatron splits the decoder layers over pipeline stages (see the module).
+    """How Megatron splits the decoder layers over pipeline stages: its config's options.
 
-    Give at most one kind of option, as Megatron's ``TransformerConfig`` wants: stage layer
-    counts, embedding / loss accounting, or a layout. ``PipelineSplit()`` is Megatron's even
-    split. What needs ``num_layers``, ``pp`` and ``vpp`` is checked by :meth:`layers`.
+    Give at most one kind of option, as Megatron's ``TransformerConfig`` wants:
+
+    - nothing: Megatron's even split, ``num_layers / (pp * vpp)`` layers per chunk (Megatron
+      refuses a split ``pp`` does not divide, or ``vpp`` per stage).
+    - ``first_stage_layers`` / ``last_stage_layers`` (``num_layers_in_first_pipeline_stage``,
+      ``num_layers_in_last_pipeline_stage``): that many on the first / last stage, over its
+      ``vpp`` chunks; the middle stages share the rest evenly.
+    - ``account_for_embedding`` / ``account_for_loss`` (``account_for_embedding_in_pipeline_split``,
+      ``account_for_loss_in_pipeline_split``): the embedding (loss) counts as one more layer of
+      the even split, in the first (last) chunk of the first (last) stage.
+    - ``layout`` (``pipeline_model_parallel_layout``): Megatron's layout string, chunk by chunk
+      (``E`` embedding, ``t`` decoder layer, ``m`` MTP, ``L`` loss, ``|`` between chunks in
+      Megatron's order, ``x*n`` and ``(...)*n`` repeats), e.g. ``"Et*4|(t*4|)*14,tmL"``.
+
+    What needs ``num_layers``, ``pp`` and ``vpp`` is checked by :meth:`layers`, which gives every
+    (stage, chunk)'s layers exactly as megatron-core's ``get_transformer_layer_offset`` and
+    ``get_num_layers_to_build`` do (tested against 0.19.2).
 
     >>> PipelineSplit(first_stage_layers=3, last_stage_layers=2)
     PipelineSplit(first_stage_layers=3, last_stage_layers=2)
