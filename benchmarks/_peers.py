@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from topology import Topology
+from topology import PipelineSplit, Topology
 from topology._preflight.allocation.rankmap import RankMap
 from topology._transfer.bounds import peer_bounds, send_bound
 from topology._transfer.params import Param
@@ -43,7 +43,15 @@ class PeerPlanner:
     """A plan under one of the peers' source choices (see the module): its ``rows`` and
     ``stats()``, keyed and ordered as :func:`topology.transfer`'s."""
 
-    def __init__(self, src: Topology, dst: Topology, rank_map: RankMap | None, policy: str) -> None:
+    def __init__(
+        self,
+        src: Topology,
+        dst: Topology,
+        rank_map: RankMap | None,
+        policy: str,
+        splits: tuple[PipelineSplit | None, PipelineSplit | None] = (None, None),
+    ) -> None:
+        self.splits = splits
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
         if policy == "megatron" and (src.gtp > 1 or src.egtp > 1):
@@ -67,8 +75,8 @@ class PeerPlanner:
     def weight(self, index: int, param: Param, num_layers: int) -> None:
         """Plan every piece of one weight, one row per receiver lacking it."""
         key = (
-            placement_key(self.src, param, num_layers=num_layers),
-            placement_key(self.dst, param, num_layers=num_layers),
+            placement_key(self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]),
+            placement_key(self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]),
         )
         if key not in self.classes:
             self.classes[key] = self._pieces(param, num_layers)
@@ -85,8 +93,12 @@ class PeerPlanner:
 
     def _pieces(self, param: Param, num_layers: int) -> tuple[list[_Piece], tuple[int, ...]]:
         """The pieces of one class that some receiver lacks, and every source holder."""
-        source = param_placement(self.src, param, num_layers=num_layers)
-        target = param_placement(self.dst, param, num_layers=num_layers)
+        source = param_placement(
+            self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]
+        )
+        target = param_placement(
+            self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]
+        )
         holders: dict[int, tuple[int, ...]] = {}
         for shard in source.shards:
             holders[shard.index] = tuple(sorted({*holders.get(shard.index, ()), *shard.ranks}))
@@ -176,10 +188,11 @@ def plan_rows(
     policy: str,
     rank_map: RankMap | None = None,
     num_layers: int | None = None,
+    splits: tuple[PipelineSplit | None, PipelineSplit | None] = (None, None),
 ) -> PeerPlanner:
     """A planner that has planned ``params`` under ``policy`` (its ``rows`` and ``stats()``);
     ``num_layers`` defaults to one more than the largest ``param.layer``, as in ``transfer``."""
-    planner = PeerPlanner(src, dst, rank_map, policy)
+    planner = PeerPlanner(src, dst, rank_map, policy, splits)
     layers = num_layers or 1 + max((p.layer for p in params if p.layer is not None), default=0)
     for index, param in enumerate(params):
         planner.weight(index, param, layers)

@@ -6,7 +6,8 @@ on both sides and generation ep = tp, the one NeMo-RL's refit accepts), each for
 and ``deepseek-v3`` (and ``llama-7b`` for the first), colocated (both layouts on the same
 ranks, as NeMo-RL runs them: what a rank holds already moves nothing) and apart (the generation
 layout on the next ranks). The ranks run on a ragged NVL72 allocation: racks of 18, 18, 16 and
-12 four-GPU trays, repeated.
+12 four-GPU trays, repeated. DeepSeek-V3's 61 layers are split as the recipes split them
+(:data:`SPLITS`: NeMo-RL's first 3 / last 2 at pp 16, Megatron-Bridge's layout at pp 8).
 
 Source choices compared, on the same pieces (so the bytes moved are equal):
 
@@ -50,7 +51,7 @@ from _peers import POLICIES as PEER_POLICIES
 from _peers import plan_rows
 from _timing import median_seconds, write_result
 
-from topology import Allocation, Host, Tier, Topology
+from topology import Allocation, Host, PipelineSplit, Tier, Topology
 from topology._transfer.models import Architecture, weights
 from topology._transfer.params import Param
 from topology._transfer.plan import transfer
@@ -77,6 +78,14 @@ LAYOUTS = [
         ("llama-70b", "deepseek-v3"),
     ),
 ]
+SPLITS = {
+    ("pp16 x ep16 -> tp32 x dp8", "deepseek-v3"): PipelineSplit(
+        first_stage_layers=3, last_stage_layers=2
+    ),
+    ("tp8 x pp8 x ep32 -> tp16 x dp16", "deepseek-v3"): PipelineSplit(layout="Et*8|(t*8|)*6,t*5mL"),
+}
+"""The training side's pipeline split where 61 layers do not divide: NeMo-RL's DeepSeek-V3 pp 16
+recipe (first 3, last 2) and Megatron-Bridge's pp 8 layout (8 layers per stage, 5 on the last)."""
 
 
 def ragged_nvl72(ranks: int) -> Allocation:
@@ -90,14 +99,19 @@ def ragged_nvl72(ranks: int) -> Allocation:
 
 
 def plan_stats(
-    src: Topology, dst: Topology, params: list[Param], policy: str, alloc: Allocation | None
+    src: Topology,
+    dst: Topology,
+    params: list[Param],
+    policy: str,
+    alloc: Allocation | None,
+    split: PipelineSplit | None = None,
 ) -> dict[str, Any]:
     """The statistics of one plan under ``policy`` (``balanced`` is :func:`topology.transfer`)."""
     world = max(src.world_size + src.rank_offset, dst.world_size + dst.rank_offset)
     rank_map = None if alloc is None else alloc.rank_map(world)
     if policy == "balanced":
-        return transfer(src, dst, params, allocation=rank_map).stats
-    return plan_rows(src, dst, params, policy, rank_map).stats()
+        return transfer(src, dst, params, allocation=rank_map, src_pipeline_split=split).stats
+    return plan_rows(src, dst, params, policy, rank_map, splits=(split, None)).stats()
 
 
 def compare(repeat: int) -> list[dict[str, Any]]:
@@ -108,9 +122,11 @@ def compare(repeat: int) -> list[dict[str, Any]]:
             for mode, offset in (("colocated", 0), ("apart", src.world_size)):
                 dst = Topology(src.world_size, rank_offset=offset, **dst_fields)
                 alloc = ragged_nvl72(src.world_size + offset)
+                split = SPLITS.get((name, model))
                 row: dict[str, Any] = {"layout": name, "model": model, "mode": mode}
+                row["src_pipeline_split"] = None if split is None else str(split)
                 for policy in POLICIES:
-                    stats = plan_stats(src, dst, params, policy, alloc)
+                    stats = plan_stats(src, dst, params, policy, alloc, split)
                     bound = stats["max_send_bound"]
                     row[policy] = {
                         "max_send_bytes": stats["max_send_bytes"],

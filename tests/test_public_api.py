@@ -28,6 +28,7 @@ EXPECTED = [
     "ParamPlacement",
     "ParamShard",
     "Pipeline",
+    "PipelineSplit",
     "Placement",
     "RankInfo",
     "RankMap",

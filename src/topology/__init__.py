@@ -16,6 +16,7 @@ from ._layout.hierarchy import hierarchical_groups
 from ._layout.kind import Kind
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
+from ._megatron.split.split import PipelineSplit
 from ._megatron.topology import Topology
 from ._modules.bridge import Bridge, Handoff, bridge
 from ._modules.module import Module
@@ -67,6 +68,7 @@ __all__ = [
     "ParamPlacement",
     "ParamShard",
     "Pipeline",
+    "PipelineSplit",
     "Placement",
     "RankInfo",
     "RankMap",

@@ -116,6 +116,22 @@ def test_a_layer_this_rank_does_not_hold_is_refused(topo: Topology, where: Any) 
         _described(layers, topo)
 
 
+def test_a_layer_is_checked_on_the_stage_of_the_pipeline_split() -> None:
+    """Layer 1 of 3 sits on stage 1 of pp 2 under first_stage_layers=1 (stage 0 without it)."""
+    from topology import PipelineSplit
+    from topology_torch.layers import RowParallelLinear
+    from topology_torch.transfer import shards_of
+
+    layers = {"fc": (RowParallelLinear(4, 4, bias=False, group=_one()), {"layer": 1})}
+    split = PipelineSplit(first_stage_layers=1)
+    params, _ = shards_of(Topology(2, pp=2), 1, layers, num_layers=3, pipeline_split=split)
+    assert [p.layer for p in params] == [1]
+    with pytest.raises(TopologyError, match=r"rank 1 holds no shard of 'fc.weight'"):
+        shards_of(Topology(2, pp=2), 1, layers, num_layers=3)
+    with pytest.raises(TopologyError, match=r"pipeline_split must be a topology.PipelineSplit"):
+        shards_of(Topology(2, pp=2), 1, layers, num_layers=3, pipeline_split=1)
+
+
 @pytest.mark.parametrize(
     ("entry", "match"),
     [

@@ -7,6 +7,8 @@ import math
 from typing import Any
 
 from .._datafile import read_data
+from .._errors import TopologyError
+from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
 from .._transfer.models import ARCHITECTURES, weights
 from .._transfer.plan import Transfer, transfer
@@ -19,7 +21,7 @@ from .common import (
     write_json,
 )
 
-__all__ = ["parse_layout", "register", "run"]
+__all__ = ["parse_layout", "register", "run", "split_of"]
 
 _INT_FIELDS = (
     "world_size",
@@ -35,6 +37,11 @@ _INT_FIELDS = (
     "rank_offset",
 )
 _TEXT_FIELDS = ("order",)
+_SPLIT_INTS = ("first_stage_layers", "last_stage_layers")
+_SPLIT_FLAGS = ("account_for_embedding", "account_for_loss")
+_SPLIT_KEYS = {**{k: k for k in (*_SPLIT_INTS, *_SPLIT_FLAGS)}, "pipeline_layout": "layout"}
+"""A LAYOUT's pipeline-split keys and the :class:`PipelineSplit` field of each (Megatron's
+``TransformerConfig`` names are read too, see ``MEGATRON_NAMES``)."""
 
 
 def register(subparsers: Any) -> None:
@@ -55,9 +62,32 @@ def register(subparsers: Any) -> None:
             required=True,
             action=Once,
             metavar="LAYOUT",
-            help=f"the {what} layout: 'tp=8,pp=8,ep=32' (Topology fields) or a --config-style "
-            "JSON file",
+            help=f"the {what} layout: 'tp=8,pp=8,ep=32' (Topology fields, and its pipeline "
+            "split: first_stage_layers=N, last_stage_layers=N, pipeline_layout=STR, "
+            "account_for_embedding=1, account_for_loss=1) or a --config-style JSON file (also "
+            "Megatron's num_layers_in_first_pipeline_stage, ... names)",
         )
+    for flag, what in (
+        ("--first-stage-layers", "decoder layers on the first pipeline stage"),
+        ("--last-stage-layers", "decoder layers on the last pipeline stage"),
+    ):
+        parser.add_argument(
+            flag,
+            dest=flag[2:].replace("-", "_"),
+            type=int_type(flag[2:].replace("-", "_")),
+            action=Once,
+            metavar="N",
+            help=f"the --from layout's {what} (Megatron's num_layers_in_"
+            f"{flag[2:].split('-')[0]}_pipeline_stage; NeMo-RL's DeepSeek-V3 pp 16: 3 and 2)",
+        )
+    parser.add_argument(
+        "--pipeline-layout",
+        dest="pipeline_layout",
+        action=Once,
+        metavar="STR",
+        help="the --from layout's pipeline_model_parallel_layout (Megatron-Bridge's DeepSeek-V3 "
+        "pp 16: 'Et*4|(t*4|)*14,tmL')",
+    )
     parser.add_argument(
         "--model",
         required=True,
@@ -115,20 +145,56 @@ def parse_layout(text: str, flag: str) -> dict[str, Any]:
     for item in text.split(","):
         key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
-        if key in _TEXT_FIELDS:
+        if key in (*_TEXT_FIELDS, "pipeline_layout"):
             fields[key] = value.strip()
-        elif key in _INT_FIELDS and value.strip().isdigit():
+        elif key in (*_INT_FIELDS, *_SPLIT_INTS) and value.strip().isdigit():
             fields[key] = int(value)
+        elif key in _SPLIT_FLAGS and value.strip().lower() in ("1", "true", "0", "false"):
+            fields[key] = value.strip().lower() in ("1", "true")
         else:
             raise CliError(
-                f"{flag} item {item!r} is not FIELD=N; fields: {', '.join(_INT_FIELDS)}, order"
+                f"{flag} item {item!r} is not FIELD=N; fields: {', '.join(_INT_FIELDS)}, order, "
+                f"{', '.join(_SPLIT_KEYS)}"
             )
     return fields
 
 
-def _layouts(args: argparse.Namespace, gpus: int | None) -> tuple[Topology, Topology]:
+def split_of(fields: dict[str, Any], flag: str) -> PipelineSplit | None:
+    """Take the pipeline-split keys (ours or Megatron's) out of a LAYOUT's ``fields``.
+
+    >>> fields = {"pp": 16, "first_stage_layers": 3, "num_layers_in_last_pipeline_stage": 2}
+    >>> split_of(fields, "--from"), fields
+    (PipelineSplit(first_stage_layers=3, last_stage_layers=2), {'pp': 16})
+    """
+    given: dict[str, Any] = {}
+    for key in [k for k in fields if k in _SPLIT_KEYS or k in MEGATRON_NAMES]:
+        ours = _SPLIT_KEYS.get(key) or MEGATRON_NAMES[key]
+        if ours in given:
+            raise CliError(f"{flag} gives the pipeline split's {ours} twice ({key}); give it once")
+        given[ours] = fields.pop(key)
+    if not given:
+        return None
+    try:
+        return PipelineSplit(**given)
+    except TopologyError as error:
+        raise CliError(f"{flag}: {error}") from None
+
+
+def _layouts(
+    args: argparse.Namespace, gpus: int | None
+) -> tuple[Topology, Topology, PipelineSplit | None, PipelineSplit | None]:
     src = parse_layout(args.from_layout, "--from")
     dst = parse_layout(args.to_layout, "--to")
+    for key in ("first_stage_layers", "last_stage_layers", "pipeline_layout"):
+        value = getattr(args, key)
+        if value is not None:
+            if key in src and src[key] != value:
+                raise CliError(
+                    f"--{key.replace('_', '-')} {value} and --from's {key}={src[key]} disagree; "
+                    "give one"
+                )
+            src[key] = value
+    src_split, dst_split = split_of(src, "--from"), split_of(dst, "--to")
     world = args.world_size or src.get("world_size") or gpus
     if world is None:
         raise CliError("no world size: pass -w N, world_size= in --from, or an allocation")
@@ -140,15 +206,22 @@ def _layouts(args: argparse.Namespace, gpus: int | None) -> tuple[Topology, Topo
         dst["world_size"] = args.to_world_size
     if args.to_offset is not None:
         dst["rank_offset"] = args.to_offset
-    return Topology.from_dict(src), Topology.from_dict(dst)
+    return Topology.from_dict(src), Topology.from_dict(dst), src_split, dst_split
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the transfer plan's statistics (or its JSON)."""
     alloc = allocation_from_args(args)
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
-    src, dst = _layouts(args, gpus)
-    plan = transfer(src, dst, weights(args.model), allocation=alloc)
+    src, dst, src_split, dst_split = _layouts(args, gpus)
+    plan = transfer(
+        src,
+        dst,
+        weights(args.model),
+        allocation=alloc,
+        src_pipeline_split=src_split,
+        dst_pipeline_split=dst_split,
+    )
     if args.json:
         ops: Any = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
         write_json(
@@ -157,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
                 "model": args.model,
                 "from": src.to_dict(),
                 "to": dst.to_dict(),
+                "from_pipeline_split": None if src_split is None else src_split.to_megatron(),
+                "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
                 "ops": ops,
                 "stats": plan.stats,
             },
@@ -184,6 +259,14 @@ def _text(model: str, src: Topology, dst: Topology, plan: Transfer) -> str:
         f"transfer {model}: {src} -> {dst}",
         f"  weights {len(plan.params):,}, operations {s['ops']:,}, "
         f"senders {s['senders']:,}, receivers {s['receivers']:,}",
+        *(
+            [
+                f"  pipeline split {plan.src_pipeline_split or 'even'} -> "
+                f"{plan.dst_pipeline_split or 'even'}"
+            ]
+            if plan.src_pipeline_split or plan.dst_pipeline_split
+            else []
+        ),
         f"  bytes moved {_size(s['bytes_total'])}",
         f"  most sent by a rank      {_size(s['max_send_bytes'])} (bound "
         f"{_size(s['max_send_bound'])}: {_ratio(s['max_send_bytes'], s['max_send_bound'])})",

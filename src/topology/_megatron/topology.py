@@ -14,6 +14,7 @@ from .._layout.groups import GroupList, Ranks
 from .kinds import Kind, KindSpec, canonical_kind, kinds_of, spec_of
 from .pipeline import Pipeline, virtual_layers
 from .rank_info import RankInfo
+from .split.split import PipelineSplit, check_split
 from .validate import Resolved, validate_topology
 
 __all__ = ["GroupList", "Topology"]
@@ -326,13 +327,28 @@ class Topology:
             in_position_embedding=stage in self.position_embedding_stages,
         )
 
-    def layers(self, stage: int, num_layers: int) -> tuple[tuple[int, ...], ...]:
+    def layers(
+        self, stage: int, num_layers: int, split: PipelineSplit | None = None
+    ) -> tuple[tuple[int, ...], ...]:
         """The 0-based layers each virtual chunk of ``stage`` holds (one chunk without vpp).
+
+        Without ``split``, ``pp * vpp`` must divide ``num_layers``; with it, Megatron's uneven
+        split (:class:`PipelineSplit`).
 
         >>> Topology(4, pp=4, vpp=2).layers(0, 16)
         ((0, 1), (8, 9))
+        >>> dsv3 = PipelineSplit(first_stage_layers=3, last_stage_layers=2)  # NeMo-RL's pp 16
+        >>> Topology(16, pp=16).layers(0, 61, dsv3), Topology(16, pp=16).layers(15, 61, dsv3)
+        (((0, 1, 2),), ((59, 60),))
         """
-        return virtual_layers(stage, num_layers, self.pp, self.vpp)
+        if split is None:
+            return virtual_layers(stage, num_layers, self.pp, self.vpp)
+        check_split(split)
+        if type(stage) is not int or not 0 <= stage < self.pp:
+            raise TopologyError(
+                f"stage {show(stage)} is out of range; valid stages: 0 to {self.pp - 1}"
+            )
+        return split.layers(num_layers, self.pp, self.vpp)[stage]
 
     def is_first_stage(self, rank: int, vp_stage: int | None = None) -> bool:
         """First stage; with ``vp_stage`` (and vpp set) also the first virtual chunk.

@@ -137,7 +137,10 @@ ARCHITECTURES = {
     ),
 }
 """The shapes of ``topology.cost.MODELS``' presets (Llama 2, Mixtral 8x7B, DeepSeek-V3's public
-configs; DeepSeek-V3 without its multi-token-prediction module)."""
+configs; DeepSeek-V3 without its multi-token-prediction module). DeepSeek-V3's 61 layers split
+unevenly: at pp 16 NeMo-RL's recipe gives ``PipelineSplit(first_stage_layers=3,
+last_stage_layers=2)``, pass it to :func:`topology.transfer` (``--first-stage-layers 3
+--last-stage-layers 2``)."""
 
 
 def weights(model: str, itemsize: int = 2) -> list[Param]:

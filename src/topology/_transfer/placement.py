@@ -38,6 +38,7 @@ import attrs
 from .._args import show
 from .._errors import TopologyError
 from .._layout.grid import Grid
+from .._megatron.split.split import PipelineSplit, check_split
 from .._megatron.topology import Topology
 from .params import Param
 
@@ -118,23 +119,31 @@ def shard_size(param: Param, split: int, axis: str = "tp") -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def layer_chunks(topology: Topology, num_layers: int) -> tuple[tuple[int, int], ...]:
+def layer_chunks(
+    topology: Topology, num_layers: int, pipeline_split: PipelineSplit | None = None
+) -> tuple[tuple[int, int], ...]:
     """``(stage, virtual chunk)`` of every layer, from :meth:`Topology.layers`.
 
-    When ``pp * vpp`` does not divide ``num_layers`` the model chunks take
-    ``ceil`` then ``floor`` of ``num_layers / (pp * vpp)`` layers, the longer ones first (numpy's
-    ``array_split``; DeepSeek-V3's 61 layers on pp 16 give 4 layers to stages 0..12, 3 after).
+    With ``pipeline_split``, exactly Megatron's split (:class:`PipelineSplit`; what Megatron
+    refuses is refused). Without it, Megatron's even split when ``pp * vpp`` divides
+    ``num_layers``; else, where Megatron refuses and asks for a split, the model chunks take
+    ``ceil`` then ``floor`` of ``num_layers / (pp * vpp)`` layers, the longer ones first
+    (numpy's ``array_split``; DeepSeek-V3's 61 layers on pp 16 give 4 layers to stages 0..12,
+    3 after): a documented default for layouts that name no split, not what a Megatron run
+    holds (NeMo-RL's DeepSeek-V3 pp 16 recipe holds 3, 4 x 14, 2).
 
     >>> layer_chunks(Topology(4, pp=2, vpp=2), 8)
     ((0, 0), (0, 0), (1, 0), (1, 0), (0, 1), (0, 1), (1, 1), (1, 1))
+    >>> layer_chunks(Topology(3, pp=3), 5, PipelineSplit(first_stage_layers=1, last_stage_layers=1))
+    ((0, 0), (1, 0), (1, 0), (1, 0), (2, 0))
     """
     if type(num_layers) is not int or num_layers < 1:
         raise TopologyError(f"num_layers must be an int >= 1, got {show(num_layers)}")
     pp, chunks = topology.pp, topology.vpp or 1
     found: list[tuple[int, int]] = [(0, 0)] * num_layers
-    if num_layers % (pp * chunks) == 0:
+    if pipeline_split is not None or num_layers % (pp * chunks) == 0:
         for stage in range(pp):
-            for chunk, layers in enumerate(topology.layers(stage, num_layers)):
+            for chunk, layers in enumerate(topology.layers(stage, num_layers, pipeline_split)):
                 for layer in layers:
                     found[layer] = (stage, chunk)
         return tuple(found)
@@ -152,7 +161,9 @@ def layer_chunks(topology: Topology, num_layers: int) -> tuple[tuple[int, int], 
     return tuple(found)
 
 
-def _stages(topology: Topology, param: Param, num_layers: int) -> tuple[tuple[int, int], ...]:
+def _stages(
+    topology: Topology, param: Param, num_layers: int, pipeline_split: PipelineSplit | None
+) -> tuple[tuple[int, int], ...]:
     """``(stage, chunk)`` pairs holding ``param``."""
     if param.layer is not None:
         if param.layer >= num_layers:
@@ -160,7 +171,7 @@ def _stages(topology: Topology, param: Param, num_layers: int) -> tuple[tuple[in
                 f"Param {param.name!r} layer {param.layer} is outside the model's {num_layers} "
                 f"layers; give a layer in range({num_layers})"
             )
-        return (layer_chunks(topology, num_layers)[param.layer],)
+        return (layer_chunks(topology, num_layers, pipeline_split)[param.layer],)
     last = (topology.pp - 1, (topology.vpp or 1) - 1)
     if param.position == "first":
         return ((0, 0),)
@@ -225,7 +236,13 @@ def _expert_coord(topology: Topology, param: Param, grid: Grid) -> dict[str, int
     return {"ep": param.expert // (param.num_experts // topology.ep)}
 
 
-def placement_key(topology: Topology, param: Param, *, num_layers: int) -> Hashable:
+def placement_key(
+    topology: Topology,
+    param: Param,
+    *,
+    num_layers: int,
+    pipeline_split: PipelineSplit | None = None,
+) -> Hashable:
     """What decides the ranks and ranges of ``param``'s shards in ``topology``: weights with
     equal keys have equal shards (:func:`param_placement` but for ``param``): the grid, whether
     it is cut, the parts, the stages, the expert coordinate and the GTP blocks per shard (1 for
@@ -240,28 +257,40 @@ def placement_key(topology: Topology, param: Param, *, num_layers: int) -> Hasha
     >>> placement_key(t, Param("norm", (8,), layer=3), num_layers=4)
     ('dense', False, (8,), ((1, 0),), (), 1)
     """
+    check_split(pipeline_split, "pipeline_split")
     grid = _grid(topology, param)
     row = param.row
     axis = "etp" if "etp" in grid.axes else "tp"
     shard_size(param, grid.size(axis) if row.dim is not None else 1, axis)
     gtp = _gtp_size(param, grid)
     coord = _expert_coord(topology, param, grid)
-    stages = _stages(topology, param, num_layers)
+    stages = _stages(topology, param, num_layers, pipeline_split)
     return (row.grid, row.dim is not None, param.part_sizes, stages, tuple(coord.items()), gtp)
 
 
-def param_placement(topology: Topology, param: Param, *, num_layers: int) -> ParamPlacement:
+def param_placement(
+    topology: Topology,
+    param: Param,
+    *,
+    num_layers: int,
+    pipeline_split: PipelineSplit | None = None,
+) -> ParamPlacement:
     """Every shard of ``param`` in ``topology`` and the ranks holding it (see the module).
 
     Args:
         topology: the layout.
         param: the weight.
         num_layers: the model's transformer layers (places ``param.layer``).
+        pipeline_split: Megatron's split of those layers over the stages
+            (:class:`PipelineSplit`; None: even, else longest chunks first, see
+            :func:`layer_chunks`).
 
     Raises:
         TopologyError: a part not divisible by tp (etp), experts not divisible by ep, a layer
-            outside the model, or a row-parallel weight under gtp (egtp) > 1.
+            outside the model, a split Megatron refuses, or a row-parallel weight under gtp
+            (egtp) > 1.
     """
+    check_split(pipeline_split, "pipeline_split")
     grid = _grid(topology, param)
     row = param.row
     axis = "etp" if "etp" in grid.axes else "tp"
@@ -271,7 +300,7 @@ def param_placement(topology: Topology, param: Param, *, num_layers: int) -> Par
     coord = _expert_coord(topology, param, grid)
     offsets = [sum(param.part_sizes[:j]) for j in range(len(param.part_sizes))]
     shards = []
-    for stage, chunk in _stages(topology, param, num_layers):
+    for stage, chunk in _stages(topology, param, num_layers, pipeline_split):
         for index in range(split):
             fixed = {**coord, "pp": stage, **({axis: index} if row.dim is not None else {})}
             ranges = [

@@ -36,6 +36,7 @@ import attrs
 
 from .._args import show
 from .._errors import TopologyError
+from .._megatron.split.split import PipelineSplit, check_split
 from .._megatron.topology import Topology
 from .._preflight.allocation.model import Allocation
 from .._preflight.allocation.rankmap import RankMap
@@ -110,6 +111,8 @@ class Transfer:
     num_layers: int
     blocks: tuple[Block, ...] = attrs.field(repr=False)
     stats: dict[str, Any] = attrs.field(eq=False)
+    src_pipeline_split: PipelineSplit | None = None
+    dst_pipeline_split: PipelineSplit | None = None
 
     def __len__(self) -> int:
         return self._count
@@ -179,10 +182,18 @@ class Transfer:
         classes: dict[tuple[int, Hashable], dict[int, list[tuple[int, int, int]]]] = {}
         sides: tuple[list[dict[int, list[tuple[int, int, int]]]], ...] = ([], [])
         for param in self.params:
-            for side, topology in enumerate((self.src, self.dst)):
-                key = (side, placement_key(topology, param, num_layers=self.num_layers))
+            for side, topology, split in (
+                (0, self.src, self.src_pipeline_split),
+                (1, self.dst, self.dst_pipeline_split),
+            ):
+                key = (
+                    side,
+                    placement_key(
+                        topology, param, num_layers=self.num_layers, pipeline_split=split
+                    ),
+                )
                 if key not in classes:
-                    classes[key] = _ranges_by_rank(topology, param, self.num_layers)
+                    classes[key] = _ranges_by_rank(topology, param, self.num_layers, split)
                 sides[side].append(classes[key])
         return sides
 
@@ -214,12 +225,14 @@ class Transfer:
 
 
 def _ranges_by_rank(
-    topology: Topology, param: Param, num_layers: int
+    topology: Topology, param: Param, num_layers: int, split: PipelineSplit | None
 ) -> dict[int, list[tuple[int, int, int]]]:
     """``(start, stop, local start)`` of each range every holder of ``param`` holds (a rank in
     two shards, of two stages, keeps the first)."""
     found: dict[int, list[tuple[int, int, int]]] = {}
-    for shard in param_placement(topology, param, num_layers=num_layers).shards:
+    for shard in param_placement(
+        topology, param, num_layers=num_layers, pipeline_split=split
+    ).shards:
         local, ranges = 0, []
         for lo, hi in shard.ranges:
             ranges.append((lo, hi, local))
@@ -265,6 +278,17 @@ def _check_layouts(src: object, dst: object) -> None:
             )
 
 
+def _check_split_fits(
+    side: str, topology: Topology, split: PipelineSplit | None, num_layers: int
+) -> None:
+    """Refuse a split Megatron refuses for ``topology``'s pp and vpp, naming the side."""
+    if split is not None:
+        try:
+            topology.layers(0, num_layers, split)
+        except TopologyError as error:
+            raise TopologyError(f"{side}_pipeline_split ({split}) on {topology}: {error}") from None
+
+
 def transfer(
     src: Topology,
     dst: Topology,
@@ -272,6 +296,8 @@ def transfer(
     *,
     allocation: Allocation | RankMap | None = None,
     num_layers: int | None = None,
+    src_pipeline_split: PipelineSplit | None = None,
+    dst_pipeline_split: PipelineSplit | None = None,
 ) -> Transfer:
     """The plan that moves every weight from layout ``src`` to layout ``dst``.
 
@@ -287,6 +313,12 @@ def transfer(
             allocation's tiers, ``world``).
         num_layers: the model's transformer layers (default: one more than the largest
             ``param.layer``).
+        src_pipeline_split, dst_pipeline_split: how each layout splits those layers over its
+            pipeline stages, as Megatron's config says (:class:`PipelineSplit`; NeMo-RL's
+            DeepSeek-V3 pp 16 recipe is ``PipelineSplit(first_stage_layers=3,
+            last_stage_layers=2)``). None: the even split, and where ``pp * vpp`` does not
+            divide the layers (Megatron refuses), the longer chunks first
+            (:func:`~topology._transfer.placement.layer_chunks`).
 
     Returns:
         A :class:`Transfer`.
@@ -304,12 +336,19 @@ def transfer(
     (128, 128)
     """
     _check_layouts(src, dst)
+    splits = (
+        check_split(src_pipeline_split, "src_pipeline_split"),
+        check_split(dst_pipeline_split, "dst_pipeline_split"),
+    )
     weights = _check_params(params)
     world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
     rank_map = _rank_map(allocation, world)
     if num_layers is None:
         num_layers = 1 + max((p.layer for p in weights if p.layer is not None), default=0)
-    planner = Planner(src, dst, rank_map)
+    for side, topology, split in (("src", src, splits[0]), ("dst", dst, splits[1])):
+        _check_split_fits(side, topology, split, num_layers)
+    planner = Planner(src, dst, rank_map, splits=splits)
     for index, param in enumerate(weights):
         planner.weight(index, param, num_layers)
-    return Transfer(src, dst, weights, num_layers, tuple(planner.blocks), planner.stats())
+    blocks, stats = tuple(planner.blocks), planner.stats()
+    return Transfer(src, dst, weights, num_layers, blocks, stats, *splits)

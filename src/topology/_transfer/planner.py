@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
 from .._preflight.allocation.rankmap import RankMap
 from .bounds import peer_bounds, send_bound
@@ -152,8 +153,16 @@ def _tier_of(src: int, dst: int, labels: list[Sequence[int]]) -> int:
 class Planner:
     """The mutable state of one planning pass: classes, patterns, rotations and blocks."""
 
-    def __init__(self, src: Topology, dst: Topology, rank_map: RankMap | None) -> None:
+    def __init__(
+        self,
+        src: Topology,
+        dst: Topology,
+        rank_map: RankMap | None,
+        splits: tuple[PipelineSplit | None, PipelineSplit | None] = (None, None),
+    ) -> None:
         self.src, self.dst = src, dst
+        self.splits = splits
+        """Each side's pipeline split (:class:`PipelineSplit`, None: even)."""
         self.names, self.labels = _levels(rank_map)
         level = _nvlink_level(rank_map)
         self.domain = self.labels[level] if level is not None else None
@@ -172,8 +181,8 @@ class Planner:
     def weight(self, index: int, param: Param, num_layers: int) -> None:
         """Plan every piece of one weight."""
         key = (
-            placement_key(self.src, param, num_layers=num_layers),
-            placement_key(self.dst, param, num_layers=num_layers),
+            placement_key(self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]),
+            placement_key(self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]),
         )
         pieces = self.classes.get(key)
         if pieces is None:
@@ -184,8 +193,12 @@ class Planner:
 
     def _pieces(self, param: Param, num_layers: int) -> list[_Piece]:
         """The pieces of one class that some receiver lacks, in plan order."""
-        source = param_placement(self.src, param, num_layers=num_layers)
-        target = param_placement(self.dst, param, num_layers=num_layers)
+        source = param_placement(
+            self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]
+        )
+        target = param_placement(
+            self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]
+        )
         holders: dict[int, tuple[int, ...]] = {}
         for shard in source.shards:
             holders[shard.index] = tuple(sorted({*holders.get(shard.index, ()), *shard.ranks}))

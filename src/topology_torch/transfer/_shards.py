@@ -29,7 +29,7 @@ import attrs
 import torch
 from torch import nn
 
-from topology import Param, Topology, TopologyError, param_placement
+from topology import Param, PipelineSplit, Topology, TopologyError, param_placement
 
 from ..layers import (
     ColumnParallelLinear,
@@ -149,9 +149,12 @@ def _check_shard(
     tensor: torch.Tensor,
     module: nn.Module,
     num_layers: int,
+    pipeline_split: PipelineSplit | None,
 ) -> None:
     """Refuse a local tensor that is not the shard ``param_placement`` gives ``rank``."""
-    placement = param_placement(topology, param, num_layers=num_layers)
+    placement = param_placement(
+        topology, param, num_layers=num_layers, pipeline_split=pipeline_split
+    )
     mine = [s for s in placement.shards if rank in s.ranks]
     if not mine:
         stages = sorted({(s.stage, s.chunk) for s in placement.shards})
@@ -194,6 +197,7 @@ def shards_of(
     layers: Mapping[str, tuple[nn.Module, Mapping[str, Any]]],
     *,
     num_layers: int,
+    pipeline_split: PipelineSplit | None = None,
 ) -> tuple[list[Param], dict[str, torch.Tensor]]:
     """This rank's weights of a model built with our layers, as :func:`topology.transfer` and
     :func:`execute` take them, each checked against :func:`topology.param_placement`.
@@ -214,6 +218,8 @@ def shards_of(
         layers: by name, each module and its placement: a mapping with keys among ``layer``,
             ``position``, ``expert``, ``num_experts`` (as :class:`~topology.Param` takes them).
         num_layers: the model's transformer layers.
+        pipeline_split: how Megatron's config splits them over the stages
+            (:class:`~topology.PipelineSplit`; pass :func:`topology.transfer` the same one).
 
     Returns:
         ``(params, tensors)``: the weights in ``layers``' order, and their local tensors by name.
@@ -236,6 +242,11 @@ def shards_of(
         raise TopologyError(
             f"num_layers must be an int >= 1, got {num_layers!r}; give the model's layers"
         )
+    if pipeline_split is not None and not isinstance(pipeline_split, PipelineSplit):
+        raise TopologyError(
+            f"pipeline_split must be a topology.PipelineSplit or None, got "
+            f"{type(pipeline_split).__name__}; give PipelineSplit(...) as Megatron's config says"
+        )
     if not isinstance(layers, Mapping):
         raise TopologyError(
             f"layers must be a mapping of name to (module, placement), got "
@@ -245,7 +256,7 @@ def shards_of(
     params, tensors = [], {}
     for name, (module, where) in checked.items():
         for param, tensor in _described(name, module, where):
-            _check_shard(topology, rank, param, tensor, module, num_layers)
+            _check_shard(topology, rank, param, tensor, module, num_layers, pipeline_split)
             params.append(param)
             tensors[param.name] = tensor
     return params, tensors

@@ -1,0 +1,1 @@
+"""Megatron's pipeline split: which decoder layers each (stage, virtual chunk) builds."""
