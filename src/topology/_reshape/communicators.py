@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from itertools import compress, count
-from operator import itemgetter
+from operator import ne
 
 import attrs
 
@@ -158,16 +157,24 @@ def _pair(
     old_shape: Shape,
     new_shape: Shape,
 ) -> _Pairing:
-    """The new groups that are the active members of one old group, from label pairs."""
+    """The new groups that are the active members of one old group, from label pairs.
+
+    Algorithm: ``came`` is the old label of each new rank's source; a new group whose members'
+    ``came`` differ, or an old group whose sources' new labels differ, is split (found by
+    comparing every rank with the last member of its group); the rest pair one to one.
+    """
     came = list(map([*old_labels, _OUTSIDE].__getitem__, old_of))  # -1 (fresh) reads the last
-    pairs = set(zip(new_labels, came, strict=True))
-    per_new = Counter(map(itemgetter(0), pairs))
-    per_old = Counter(map(itemgetter(1), pairs))
-    clean = [(g, o) for g, o in pairs if g >= 0 and o >= 0 and per_new[g] == 1 and per_old[o] == 1]
-    groups, gone = (
-        volume(new_shape.outer),
-        volume(old_shape.outer) - sum(1 for label in per_old if label >= 0),
-    )
+    to_old = dict(zip(new_labels, came, strict=True))
+    to_new = dict(zip(came, new_labels, strict=True))
+    split_new = set(compress(new_labels, map(ne, came, map(to_old.__getitem__, new_labels))))
+    split_old = set(compress(came, map(ne, new_labels, map(to_new.__getitem__, came))))
+    clean = [
+        (g, o)
+        for g, o in to_old.items()
+        if g >= 0 and o >= 0 and g not in split_new and o not in split_old
+    ]
+    groups = volume(new_shape.outer)
+    gone = volume(old_shape.outer) - sum(1 for label in to_new if label >= 0)
     if volume(old_shape.inner or ()) == volume(new_shape.inner or ()):
         return _Pairing(groups, len(clean), gone)
     new_base, old_base = new_shape.offset, old_shape.offset
