@@ -61,6 +61,9 @@ def _entry(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
     )
     try:
+        # every rank has connected to every other before any runs fn: a rank that returns at
+        # once (and exits) must not close a connection another rank is still opening
+        dist.barrier()
         fn(rank, world_size, *args)
     except BaseException:
         errors.put((rank, traceback.format_exc()))
