@@ -13,7 +13,8 @@ minus the ranks that leave) and rebuilt (anything else), counted here independen
 ``reshape``'s own counts (sets of mapped groups), the active survivors that keep their shard
 coordinates (every axis but dp / edp) and those that change pipeline stage. Then the median
 time of ``reshape`` at W = 131,072 (same layout; wall and this process's CPU time, which a
-shared machine disturbs less), and at 16,384 as the in-run baseline.
+shared machine disturbs less), and at 16,384 as the in-run baseline; then the CPU time of each
+policy forced (``drop``, ``spares`` with one spare host, ``shrink``) at 131,072.
 Prints a table and writes ``benchmarks/results/bench_reshape.json``.
 
 Run: ``python benchmarks/bench_reshape.py`` (``--quick``: 1 timing run, W = 32,768 for the big one).
@@ -149,12 +150,25 @@ def main() -> None:
         )
     ratio = timings[big] / timings[16384]
     print(f"ratio {big:,} / 16,384: {ratio:.1f}x for {big // 16384}x the ranks")
+    topo = Topology(big, tp=8, pp=8)
+    spare = [big // GPUS]  # one spare host after the layout's
+    policies = {}
+    for policy in ("drop", "spares", "shrink"):
+        call = partial(
+            reshape, topo, lost_hosts=[LOST_HOST], gpus_per_node=GPUS, spares=spare, policy=policy
+        )
+        policies[policy] = _median_cpu(call, repeat)
+    print(
+        f"per policy at W = {big:,} (CPU, medians of {repeat}): "
+        + ", ".join(f"{name} {seconds:.3f} s" for name, seconds in policies.items())
+    )
     write_result(
         args.out,
         {
             "rows": table,
             "seconds": {str(k): v for k, v in timings.items()},
             "cpu_seconds": {str(k): v for k, v in cpu.items()},
+            "policy_cpu_seconds": policies,
             "repeat": repeat,
             "ratio": ratio,
         },

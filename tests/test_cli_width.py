@@ -11,11 +11,14 @@ import json
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import topology._cli.check
+import topology.cost
 from topology import Topology
 from topology._cli.main import main
 from topology.strategies import topologies
@@ -79,7 +82,31 @@ def _words(text: str) -> Counter[str]:
     return Counter(word for word in words if word)
 
 
+def _once(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
+    """Let ``owner.name`` compute each distinct call once while this test renders one command
+    at several widths (the layouts and plans are the same; only the text differs)."""
+    real = getattr(owner, name)
+    seen: dict[str, Any] = {}
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        key = repr((args, sorted(kwargs.items())))
+        if key not in seen:
+            seen[key] = real(*args, **kwargs)
+        return seen[key]
+
+    monkeypatch.setattr(owner, name, once)
+
+
 def _assert_fits(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    with monkeypatch.context() as patched:
+        _once(patched, topology.cost, "plan")
+        _once(patched, topology._cli.check, "check")
+        _assert_fits_each_width(monkeypatch, capsys, argv)
+
+
+def _assert_fits_each_width(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
 ) -> None:
     unbounded = _output(monkeypatch, capsys, 100_000, argv)

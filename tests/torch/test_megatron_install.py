@@ -17,6 +17,7 @@ import types
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -621,24 +622,27 @@ def describe(value):
         return [describe(v) for v in value]
     return value
 
-layout, rank = json.loads(sys.argv[1]), int(sys.argv[2])
-layout["create_gloo_process_groups"] = False  # the fake backend makes no gloo groups
-dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=8)
-names = mi.assigned_globals(ps.initialize_model_parallel)
-ps.initialize_model_parallel(**layout)
-megatron = {name: describe(getattr(ps, name)) for name in names}
-ps.destroy_model_parallel()
-facade.install()
-ps.initialize_model_parallel(**layout)
-ours = {name: describe(getattr(ps, name)) for name in names}
-filled = list(mi.filled_globals())
-getters = [ps.get_gtp_weight_remat_world_size(), ps.get_expert_gtp_weight_remat_world_size(),
-           describe(ps.get_data_parallel_group())]
-ps.destroy_model_parallel()
-after = [name for name in names if getattr(ps, name) is not None]
-facade.uninstall()
-print(json.dumps({"version": __version__, "names": list(names), "filled": filled,
-                  "megatron": megatron, "ours": ours, "getters": getters, "after": after}))
+def compare(layout, rank):
+    layout["create_gloo_process_groups"] = False  # the fake backend makes no gloo groups
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=8)
+    names = mi.assigned_globals(ps.initialize_model_parallel)
+    ps.initialize_model_parallel(**layout)
+    megatron = {name: describe(getattr(ps, name)) for name in names}
+    ps.destroy_model_parallel()
+    facade.install()
+    ps.initialize_model_parallel(**layout)
+    ours = {name: describe(getattr(ps, name)) for name in names}
+    filled = list(mi.filled_globals())
+    getters = [ps.get_gtp_weight_remat_world_size(), ps.get_expert_gtp_weight_remat_world_size(),
+               describe(ps.get_data_parallel_group())]
+    ps.destroy_model_parallel()
+    after = [name for name in names if getattr(ps, name) is not None]
+    facade.uninstall()
+    dist.destroy_process_group()
+    return {"version": __version__, "names": list(names), "filled": filled,
+            "megatron": megatron, "ours": ours, "getters": getters, "after": after}
+
+print(json.dumps([compare(layout, rank) for layout, rank in json.loads(sys.argv[1])]))
 """
 
 LAYOUTS_0_19: dict[str, dict[str, Any]] = {
@@ -659,8 +663,13 @@ LAYOUTS_0_19: dict[str, dict[str, Any]] = {
 }
 
 
-def compare_0_19(layout: dict[str, Any], rank: int) -> dict[str, Any]:
-    """One fake rank under megatron-core 0.19.2: its globals under its groups and under ours."""
+RANKS_0_19 = (0, 5)
+
+
+@cache
+def compared_0_19() -> dict[tuple[str, int], dict[str, Any]]:
+    """(layout name, rank) -> one fake rank under megatron-core 0.19.2: its globals under its
+    groups and under ours (every layout and rank in one subprocess, one after another)."""
     import os
     import subprocess
 
@@ -668,8 +677,14 @@ def compare_0_19(layout: dict[str, Any], rank: int) -> dict[str, Any]:
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": f"{oracle}{os.pathsep}{root / 'src'}"}
     env["NO_VCS_VERSION"] = "1"
+    cases = [(name, rank) for name in sorted(LAYOUTS_0_19) for rank in RANKS_0_19]
     done = subprocess.run(
-        [sys.executable, "-c", COMPARE_0_19, json.dumps(layout), str(rank)],
+        [
+            sys.executable,
+            "-c",
+            COMPARE_0_19,
+            json.dumps([(LAYOUTS_0_19[name], rank) for name, rank in cases]),
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -677,15 +692,16 @@ def compare_0_19(layout: dict[str, Any], rank: int) -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    return dict(zip(cases, results, strict=True))
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUTS_0_19))
 def test_megatron_0_19_globals_under_install_equal_its_own(name: str) -> None:
     """Under 0.19.2, install() fills exactly the globals its initialize_model_parallel sets,
     each with the same ranks on every rank, and destroy empties them."""
-    for rank in (0, 5):
-        result = compare_0_19(LAYOUTS_0_19[name], rank)
+    for rank in RANKS_0_19:
+        result = compared_0_19()[name, rank]
         assert result["version"] == "0.19.2"
         assert sorted(result["filled"]) == sorted(result["names"])
         assert "_GTP_WEIGHT_REMAT_GROUP" in result["names"]

@@ -1,4 +1,4 @@
-"""The spawn helper itself: a real gloo world sums every rank."""
+"""The world helper itself: a gloo world sums every rank; ranks see the caller's environment."""
 
 from __future__ import annotations
 
@@ -26,6 +26,21 @@ def _fail_on_rank_one(rank: int, world_size: int) -> None:
 def _kill_rank_one(rank: int, world_size: int) -> None:
     if rank == 1:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _sees(rank: int, world_size: int, expected: dict[str, str | None]) -> None:
+    assert {name: os.environ.get(name) for name in expected} == expected
+
+
+def test_ranks_see_the_environment_of_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks see the caller's environment at each call, as spawned ones do (the server that
+    forks them was started earlier, by the first call)."""
+    monkeypatch.setenv("TOPOLOGY_TEST_WORLD", "first")
+    monkeypatch.setenv("TOPOLOGY_TEST_WORLD_GONE", "1")
+    run_world(2, _sees, {"TOPOLOGY_TEST_WORLD": "first", "TOPOLOGY_TEST_WORLD_GONE": "1"})
+    monkeypatch.setenv("TOPOLOGY_TEST_WORLD", "second")
+    monkeypatch.delenv("TOPOLOGY_TEST_WORLD_GONE")
+    run_world(2, _sees, {"TOPOLOGY_TEST_WORLD": "second", "TOPOLOGY_TEST_WORLD_GONE": None})
 
 
 def test_all_reduce_sums_every_rank() -> None:

@@ -1,5 +1,6 @@
-"""Worlds for the adapter's tests: a real multi-process gloo world (spawned, localhost store),
-or one rank of a ``fake`` world in this process (no data moves) for group-creation tests.
+"""Worlds for the adapter's tests: a real multi-process gloo world (fresh rank processes forked
+from a server that imported torch once, a file store), or one rank of a ``fake`` world in this
+process (no data moves) for group-creation tests.
 
 >>> run_world(4, _example)  # doctest: +SKIP
 >>> with fake_world(8, 3): ...  # doctest: +SKIP
@@ -28,6 +29,19 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_PRELOAD = ["torch", "torch.distributed", "pytest", "hypothesis", "topology", "topology_torch"]
+"""What the fork server imports once, so that no rank imports it again (megatron is left out:
+ranks choose its version)."""
+
+
+def _context() -> Any:
+    """Ranks are forked from one server that has imported :data:`_PRELOAD` (seconds per rank
+    under spawn); each rank is still a fresh process with the caller's environment and path."""
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
+
+
 def _entry(
     rank: int,
     world_size: int,
@@ -35,13 +49,20 @@ def _entry(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     errors: Any,
+    environ: dict[str, str] | None = None,
 ) -> None:
+    if environ is not None:  # the caller's, as a spawned rank would inherit it
+        os.environ.clear()
+        os.environ.update(environ)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size)
     try:
+        # every rank has connected to every other before any runs fn: a rank that returns at
+        # once (and exits) must not close a connection another rank is still opening
+        dist.barrier()
         fn(rank, world_size, *args)
     except BaseException:
         errors.put((rank, traceback.format_exc()))
@@ -58,15 +79,16 @@ def run_world(
     killed: Collection[int] = (),
     store: str = "file",
 ) -> None:
-    """Call ``fn(rank, world_size, *args)`` on ``world_size`` spawned gloo ranks; re-raise failures.
+    """Call ``fn(rank, world_size, *args)`` on ``world_size`` new gloo ranks; re-raise failures.
 
     ``fn`` must be a module-level function (it is pickled into each process). The default group
     is initialised before and destroyed after ``fn``. The ranks in ``killed`` must die of
     SIGKILL (a test of a lost rank kills it on purpose); every other rank must exit with 0.
     ``store="tcp"`` meets on a TCPStore hosted by rank 0 (as ``torchrun`` does) instead of a file.
     """
-    context = mp.get_context("spawn")
+    context = _context()
     errors = context.SimpleQueue()
+    environ = dict(os.environ)
     with tempfile.TemporaryDirectory() as folder:
         if store == "tcp":
             init_method = f"tcp://127.0.0.1:{_free_port()}"
@@ -74,7 +96,9 @@ def run_world(
             init_method = f"file://{os.path.join(folder, 'store')}"
         processes = [
             context.Process(
-                target=_entry, args=(rank, world_size, init_method, fn, args, errors), daemon=True
+                target=_entry,
+                args=(rank, world_size, init_method, fn, args, errors, environ),
+                daemon=True,
             )
             for rank in range(world_size)
         ]

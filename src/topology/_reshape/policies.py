@@ -9,15 +9,19 @@ assignment, bounded by the layout's rules), shards moved where coordinates chang
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import compress
 
 import attrs
 
 from .._errors import TopologyError
 from .._megatron.topology import Topology
 from .._preflight.allocation.model import Allocation
-from .shards import replica_axis, shard_digits, shard_key
+from .shards import replica_axis, shard_codes, shard_digits, shard_key
 
 __all__ = ["Candidate", "drop", "shrink", "spares"]
+
+_DROPPED = -(1 << 62)
+"""A dropped replica's shift: every rank built from it stays negative."""
 
 
 @attrs.frozen
@@ -43,26 +47,29 @@ def _evolve(topo: Topology, world_size: int) -> Topology:
 def _holders(
     old: Topology, new: Topology, rank_of: Sequence[int | None], needs: Sequence[int]
 ) -> tuple[tuple[int, int], ...]:
-    """For each new rank in ``needs``, a surviving old rank with its shard coordinates.
+    """For each new rank in ``needs``, the first surviving old rank with its shard coordinates.
 
     Raises:
         TopologyError: when no survivor holds one of them (every replica of it is lost).
     """
-    old_digits, new_digits = shard_digits(old), shard_digits(new)
-    holder: dict[tuple[int, ...], int] = {}
-    for local, target in enumerate(rank_of):
-        if target is not None:
-            holder.setdefault(shard_key(old_digits, local), old.rank_offset + local)
+    old_codes, new_codes = shard_codes(old, new)
+    alive = [target is not None for target in rank_of]
+    start, stop = old.rank_offset, old.rank_offset + old.world_size
+    codes, ranks = list(compress(old_codes, alive)), list(compress(range(start, stop), alive))
+    # reversed, so that the first survivor with a code is the one kept
+    holder = dict(zip(reversed(codes), reversed(ranks), strict=True))
     found = []
     for rank in needs:
-        key = shard_key(new_digits, rank - new.rank_offset)
-        if key not in holder:
+        code = new_codes[rank - new.rank_offset]
+        if code not in holder:
+            new_digits = shard_digits(new)
+            key = shard_key(new_digits, rank - new.rank_offset)
             axes = ", ".join(f"{size}x" for size, _ in new_digits) or "one shard"
             raise TopologyError(
                 f"every replica of the shard of new rank {rank} (shard coordinates {key} of "
                 f"{axes}) is lost, so the model cannot be rebuilt; restart from a checkpoint"
             )
-        found.append((rank, holder[key]))
+        found.append((rank, holder[code]))
     return tuple(found)
 
 
@@ -116,38 +123,32 @@ def drop(topo: Topology, lost: frozenset[int]) -> Candidate:
 def _drop_map(
     old: Topology, new: Topology, axis: str, renumber: Mapping[int, int]
 ) -> tuple[int | None, ...]:
-    """Old local rank -> new rank, keeping every dense coordinate but the renumbered replica."""
-    grid, fresh = old.dense, new.dense
-    strides = dict(zip(fresh.axes, fresh.strides, strict=True))
-    parts = [
-        (size, stride, strides[name], name == axis)
-        for name, size, stride in zip(grid.axes, grid.shape, grid.strides, strict=True)
-    ]
+    """Old local rank -> new rank, keeping every dense coordinate but the renumbered replica.
+
+    Built axis by axis, innermost first (local ranks count the dense grid's digits): each axis
+    concatenates copies of the list so far, shifted by its coordinate times its new stride; a
+    dropped replica's copy is shifted far below zero and read as None.
+    """
+    strides = dict(zip(new.dense.axes, new.dense.strides, strict=True))
+    grid = old.dense
+    values = [0]
+    for _, size, name in sorted(zip(grid.strides, grid.shape, grid.axes, strict=True)):
+        step = strides[name]
+        shifts: Sequence[int] = range(0, size * step, step)
+        if name == axis:
+            shifts = [renumber[c] * step if c in renumber else _DROPPED for c in range(size)]
+        values = [value + shift for shift in shifts for value in values]
     offset = new.rank_offset
-    out: list[int | None] = []
-    for local in range(old.world_size):
-        rank: int | None = offset
-        for size, stride, target, is_axis in parts:
-            c = (local // stride) % size
-            if is_axis:
-                if c not in renumber:
-                    rank = None
-                    break
-                c = renumber[c]
-            rank += c * target  # type: ignore[operator]
-        out.append(rank)
-    return tuple(out)
+    return tuple(None if value < 0 else value + offset for value in values)
 
 
 def _keeps_shards(old: Topology, new: Topology, mapping: Sequence[int | None]) -> bool:
     """True if every mapped rank has the same shard coordinates in both layouts (the dense
-    ones are kept by construction, so only the expert grid's are compared, digit by digit)."""
-    pairs = [(local, t - new.rank_offset) for local, t in enumerate(mapping) if t is not None]
-    olds, news = [p[0] for p in pairs], [p[1] for p in pairs]
-    digits = zip(shard_digits(old, dense=False), shard_digits(new, dense=False), strict=True)
-    return all(
-        [(x // a) % n for x in olds] == [(y // b) % n for y in news] for (n, a), (_, b) in digits
-    )
+    ones are kept by construction, so only the expert grid's are compared)."""
+    old_codes, new_codes = shard_codes(old, new, dense=False)
+    alive = [t is not None for t in mapping]
+    news = [t - new.rank_offset for t in mapping if t is not None]
+    return list(compress(old_codes, alive)) == list(map(new_codes.__getitem__, news))
 
 
 def spares(
@@ -216,15 +217,16 @@ def shrink(topo: Topology, lost: frozenset[int]) -> Candidate:
             new = _evolve(topo, count * replica)
         except TopologyError:
             continue
-        position = {r: offset + i for i, r in enumerate(alive[: new.world_size])}
-        mapping = tuple(position.get(offset + local) for local in range(topo.world_size))
-        a, b = shard_digits(topo), shard_digits(new)
+        mapping: list[int | None] = [None] * topo.world_size
+        for position, rank in enumerate(alive[: new.world_size], offset):
+            mapping[rank - offset] = position
+        old_codes, new_codes = shard_codes(topo, new)
         moved = [
             t
             for local, t in enumerate(mapping)
-            if t is not None and shard_key(a, local) != shard_key(b, t - offset)
+            if t is not None and old_codes[local] != new_codes[t - offset]
         ]
-        return Candidate("shrink", new, mapping, (), _holders(topo, new, mapping, moved))
+        return Candidate("shrink", new, tuple(mapping), (), _holders(topo, new, mapping, moved))
     raise TopologyError(
         f"{len(alive)} ranks survive but one model replica needs {replica} "
         f"(world_size {topo.world_size} / dp {topo.dp}) and no smaller valid layout fits; "

@@ -61,7 +61,7 @@ class Reshape:
     @property
     def active(self) -> int:
         """How many old ranks survive with a new rank."""
-        return sum(1 for r in self.mapping if r is not None)
+        return len(self.mapping) - self.mapping.count(None)
 
     @property
     def moved(self) -> tuple[int, ...]:

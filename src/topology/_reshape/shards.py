@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from itertools import chain, repeat
+from operator import add, mul
+
 from .._layout.grid import Grid
 from .._megatron.kinds import data_parallel_role
 from .._megatron.topology import Topology
 
-__all__ = ["Digits", "replica_axis", "shard_digits", "shard_key"]
+__all__ = ["Digits", "digit_values", "replica_axis", "shard_codes", "shard_digits", "shard_key"]
 
 Digits = tuple[tuple[int, int], ...]
 """``(size, stride)`` of each shard coordinate, over both grids."""
@@ -50,3 +53,36 @@ def shard_digits(topo: Topology, *, dense: bool = True) -> Digits:
 def shard_key(digits: Digits, local: int) -> tuple[int, ...]:
     """The shard coordinates of the rank ``rank_offset + local``."""
     return tuple((local // stride) % size for size, stride in digits)
+
+
+def digit_values(world: int, size: int, stride: int) -> list[int]:
+    """The digit ``(local // stride) % size`` of every local rank ``0..world-1`` (``size *
+    stride`` divides ``world``, as for every digit of a grid)."""
+    block = list(chain.from_iterable(repeat(c, stride) for c in range(size)))
+    return block * (world // (size * stride))
+
+
+def shard_codes(old: Topology, new: Topology, *, dense: bool = True) -> tuple[list[int], list[int]]:
+    """Every local rank's shard coordinates in ``old`` and in ``new`` read as one number each:
+    two ranks' codes are equal iff their :func:`shard_key` tuples are.
+
+    Algorithm: digit ``i`` weighs the product of the radices ``max(old size, new size)`` of
+    the digits before it; when the layouts have different numbers of digits no key is equal,
+    and the new codes are made negative.
+    """
+    a, b = shard_digits(old, dense=dense), shard_digits(new, dense=dense)
+    if len(a) != len(b):
+        apart = _codes(new.world_size, b, [size for size, _ in b])
+        return _codes(old.world_size, a, [size for size, _ in a]), [-1 - c for c in apart]
+    radices = [max(x, y) for (x, _), (y, _) in zip(a, b, strict=True)]
+    return _codes(old.world_size, a, radices), _codes(new.world_size, b, radices)
+
+
+def _codes(world: int, digits: Digits, radices: list[int]) -> list[int]:
+    found = [0] * world
+    weight = 1
+    for (size, stride), radix in zip(digits, radices, strict=True):
+        values = digit_values(world, size, stride)
+        found = list(map(add, found, map(mul, values, repeat(weight))))
+        weight *= radix
+    return found
