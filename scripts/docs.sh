@@ -21,11 +21,12 @@ if ! $check_only; then
     exit 2
   fi
   rm -rf "$out"
-  # topology_torch.ops comes with topology_torch (it is in its __all__); demo.py is a script.
+  # topology_torch.ops and .recovery come with topology_torch (they are in its __all__); demo.py
+  # is a script.
   "$python" -m pdoc --docformat google --no-show-source --footer-text rank-topology \
     --template-directory docs/_templates --output-directory "$out" \
     topology topology.cost topology.strategies \
-    topology_torch topology_torch.layers \
+    topology_torch topology_torch.layers topology_torch.transfer \
     topology_torch.compat.megatron topology_torch.compat.ezpz topology_torch.compat.ml \
     '!topology_torch\.demo$'
 fi

@@ -25,6 +25,8 @@ MODULES = [
     "topology_torch",
     "topology_torch.layers",
     "topology_torch.ops",
+    "topology_torch.recovery",
+    "topology_torch.transfer",
     "topology_torch.compat.megatron",
     "topology_torch.compat.ezpz",
     "topology_torch.compat.ml",
