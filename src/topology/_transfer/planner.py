@@ -5,9 +5,11 @@ placements agree on both sides (same sharding grid, parts, stages, expert coordi
 cut: :func:`placement_key`, a *class*) are cut into the same pieces with the same holders and
 receivers. So the pass works in three sizes of unit, each computed once:
 
-- a class: its pieces ``(lo, hi, src_lo, dst_lo)`` with their holder set and the receivers
-  lacking them (one :func:`param_placement` per side per class, intersected by :func:`pieces`:
-  under GTP a shard index is ``tp * G + gtp`` and a holder of only padding has no piece);
+- a class: its pieces ``(lo, hi, src_lo, dst_lo)`` (and the dim-0 rows of a 2-D block, under
+  GTP of a row-parallel weight, whose bytes per index are those rows' share) with their holder
+  set and the receivers lacking them (one :func:`param_placement` per side per class,
+  intersected by :func:`pieces`: under GTP a shard index is ``tp * G + gtp`` and a holder of
+  only padding has no piece);
 - a pattern: who sends each unit of a piece, for one (holders, receivers) pair, cut count and
   rotation start (:class:`Pattern`); the balance rule and the NVLink preference run here;
 - a block: one piece of one weight, which pattern serves it (:data:`Block`).
