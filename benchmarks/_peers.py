@@ -31,12 +31,13 @@ from topology._preflight.allocation.rankmap import RankMap
 from topology._transfer.bounds import peer_bounds, send_bound
 from topology._transfer.params import Param
 from topology._transfer.placement import param_placement, pieces, placement_key
-from topology._transfer.planner import Row, _levels, _tier_of
+from topology._transfer.planner import Row, Rows, _levels, _tier_of
 
 POLICIES = ("first", "megatron")
 
-_Piece = tuple[int, int, int, int, tuple[int, ...], tuple[int, ...]]
-"""(lo, hi, src_lo, dst_lo, holders, the receivers lacking it) of one placement class."""
+_Piece = tuple[int, int, int, int, tuple[int, ...], tuple[int, ...], Rows | None]
+"""(lo, hi, src_lo, dst_lo, holders, the receivers lacking it, dim-0 rows of a 2-D block) of one
+placement class."""
 
 
 class PeerPlanner:
@@ -83,13 +84,17 @@ class PeerPlanner:
         found, owners = self.classes[key]
         if self.policy == "megatron":
             self._owners(param, owners)
-        for lo, hi, src_lo, dst_lo, holders, need in found:
-            nbytes = (hi - lo) * param.row_bytes
+        for lo, hi, src_lo, dst_lo, holders, need, rows in found:
+            row_bytes = param.row_bytes
+            if rows is not None:  # a 2-D block: its rows' share of each index of the cut dim
+                row_bytes = row_bytes // param.shape[0] * (rows[1] - rows[0])
+            nbytes = (hi - lo) * row_bytes
             self.needed[holders] += nbytes * len(need)
             self.demands[holders, need] = None
             for r in need:
                 sender = holders[0] if self.policy == "first" else self.sender(r, holders)
-                self.rows.append((sender, r, index, lo, hi, src_lo, dst_lo, nbytes))
+                row = (sender, r, index, lo, hi, src_lo, dst_lo, nbytes)
+                self.rows.append(row if rows is None else (*row, rows))
 
     def _pieces(self, param: Param, num_layers: int) -> tuple[list[_Piece], tuple[int, ...]]:
         """The pieces of one class that some receiver lacks, and every source holder."""
@@ -106,11 +111,11 @@ class PeerPlanner:
         for shard in target.shards:
             receivers[shard.index].extend(shard.ranks)
         found: list[_Piece] = []
-        for lo, hi, a, b, src_lo, dst_lo in pieces(source, target):
+        for lo, hi, a, b, src_lo, dst_lo, rows in pieces(source, target):
             held = set(holders[a])
             need = tuple(r for r in receivers[b] if r not in held)
             if need:
-                found.append((lo, hi, src_lo, dst_lo, holders[a], need))
+                found.append((lo, hi, src_lo, dst_lo, holders[a], need, rows))
         owners = tuple(sorted({r for shard in source.shards for r in shard.ranks}))
         return found, owners
 
@@ -155,7 +160,8 @@ class PeerPlanner:
         send_peers: dict[int, set[int]] = defaultdict(set)
         recv_peers: dict[int, set[int]] = defaultdict(set)
         by_tier = [0] * len(self.names)
-        for s, r, *_, nbytes in self.rows:
+        for row in self.rows:  # bytes at 7: a 2-D block's ops add its rows at 8
+            s, r, nbytes = row[0], row[1], row[7]
             sent[s] += nbytes
             got[r] += nbytes
             send_peers[s].add(r)

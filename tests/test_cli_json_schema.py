@@ -118,6 +118,18 @@ MORE_EXAMPLES = [
         "4",
         "--json",
     ],
+    [  # under gtp: row-parallel weights move as 2-D blocks, their ops carry "rows"
+        "transfer",
+        "--from",
+        "tp=2,gtp=2",
+        "--to",
+        "tp=4",
+        "-w",
+        "4",
+        "--model",
+        "llama-7b",
+        "--json",
+    ],
     ["reshape", "-w", "32", "--tp", "8", "--gpus-per-node", "8", "--lost", "1", "--json"],
     [
         "reshape",

@@ -31,9 +31,10 @@ def cases(
 ) -> tuple[Topology, Topology, list[Param], int, RankMap | None]:
     """Two layouts (Megatron's GTP axes included unless ``gtp=False``; the source drawn from
     ``sources`` when given), a few weights both can shard (sizes multiples of both sides'
-    splits; row-parallel ones only without GTP, which would cut them in 2-D; one wide enough
-    for unpadded GTP blocks, the others padded; a bias, which GTP leaves whole) and, sometimes,
-    NVLink racks of two hosts to prefer sources in."""
+    splits; row-parallel ones, which GTP cuts in 2-D blocks, 40 rows tall under GTP (blocks of
+    32 + 8 for gtp 2, 16 + 16 + 8 (+ padding) for 3 and 4); one wide enough for unpadded GTP
+    blocks, the others padded; a bias, which GTP leaves whole) and, sometimes, NVLink racks of
+    two hosts to prefer sources in."""
     layouts = LAYOUTS if gtp else PLAIN
     src, dst = draw(sources if sources is not None else layouts), draw(layouts)
     world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
@@ -54,8 +55,8 @@ def cases(
         Param("norm", (7,), layer=draw(st.integers(0, layers - 1))),
         Param("out", (unit, 2), sharding="vocab", position="last", itemsize=4),
     ]
-    if src.gtp == dst.gtp == 1:
-        params.append(Param("proj", (5, unit * k), sharding="row", layer=layers - 1))
+    tall = 5 if src.gtp == dst.gtp == src.egtp == dst.egtp == 1 else 40
+    params.append(Param("proj", (tall, unit * k), sharding="row", layer=layers - 1))
     layer = draw(st.integers(0, layers - 1))
     for e in sorted(set(draw(st.lists(st.integers(0, experts - 1), min_size=1, max_size=3)))):
         params.append(
@@ -69,12 +70,10 @@ def cases(
                 num_experts=experts,
             )
         )
-        if src.egtp > 1 or dst.egtp > 1:
-            continue
         params.append(
             Param(
                 f"fc2.{e}",
-                (3, unit),
+                (3 if tall == 5 else tall, unit),
                 sharding="expert-row",
                 layer=layer,
                 expert=e,
@@ -88,14 +87,34 @@ POS = ("first", "last", "tied")
 Case = tuple[Topology, Topology, list[Param], int, RankMap | None]
 
 
-def _local_rows(topo: Topology, param: Param, layers: int) -> dict[int, list[int]]:
-    """Each holder's local rows along the cut dim, as global row indices."""
-    rows: dict[int, list[int]] = {}
+def _local_rows(topo: Topology, param: Param, layers: int) -> dict[int, _Holding]:
+    """Each holder's global indices, in local order: along dim 0 (a weight cut on dim 0, or
+    1-D, has the one index 0 there) and along the cut dim."""
+    rows: dict[int, _Holding] = {}
     for shard in param_placement(topo, param, num_layers=layers).shards:
         local = [g for lo, hi in shard.ranges for g in range(lo, hi)]
         for r in shard.ranks:
-            rows[r] = local
+            rows[r] = (list(_dim0(param, shard.rows)), local)
     return rows
+
+
+_Holding = tuple[list[int], list[int]]
+
+
+def _dim0(param: Param, rows: tuple[int, int] | None) -> range:
+    """The dim-0 indices of a holder of ``rows`` (when dim 0 is not the cut dim)."""
+    if param.cut_dim == 0 or len(param.shape) < 2:
+        return range(1)
+    return range(*rows) if rows is not None else range(param.shape[0])
+
+
+def _cells(holding: _Holding) -> set[tuple[int, int]]:
+    return {(d, g) for d in holding[0] for g in holding[1]}
+
+
+def _cell_bytes(param: Param) -> int:
+    """Bytes of one (dim-0 index, cut-dim index) element."""
+    return param.row_bytes // len(_dim0(param, None))
 
 
 @settings(max_examples=30)
@@ -117,24 +136,33 @@ def test_every_gtp_block_element_arrives_exactly_once(case: Case) -> None:
 
 
 def _arrives_exactly_once(case: Case) -> None:
-    """Each receiver's rows: held or received once, each op's rows at both ends' local rows."""
+    """Each receiver's elements: held or received once, each op's block at both ends' local
+    positions (dim 0 and the cut dim)."""
     src, dst, params, layers, rank_map = case
     plan = transfer(src, dst, params, num_layers=layers, allocation=rank_map)
     for index, param in enumerate(params):
         have = _local_rows(src, param, layers)
         want = _local_rows(dst, param, layers)
         counts = {
-            r: Counter(g for g in rows if g in set(have.get(r, ()))) for r, rows in want.items()
+            r: Counter(c for c in _cells(rows) if c in _cells(have.get(r, ([], []))))
+            for r, rows in want.items()
         }
         for op in plan.ops:
             if op.param is not param or plan.params.index(op.param) != index:
                 continue
             n = op.stop - op.start
-            assert have[op.src][op.src_start : op.src_start + n] == list(range(op.start, op.stop))
-            assert want[op.dst][op.dst_start : op.dst_start + n] == list(range(op.start, op.stop))
-            counts[op.dst].update(range(op.start, op.stop))
+            dims = list(_dim0(param, op.rows[:2] if op.rows is not None else None))
+            tops = op.rows[2:] if op.rows is not None else (0, 0)
+            for (d0, g0), at, top in (
+                (have[op.src], op.src_start, tops[0]),
+                (want[op.dst], op.dst_start, tops[1]),
+            ):
+                assert g0[at : at + n] == list(range(op.start, op.stop))
+                assert d0[top : top + len(dims)] == dims
+            assert op.nbytes == n * len(dims) * _cell_bytes(param)
+            counts[op.dst].update((d, g) for d in dims for g in range(op.start, op.stop))
         for r, rows in want.items():
-            assert counts[r] == Counter(rows), (param.name, r)
+            assert counts[r] == Counter(_cells(rows)), (param.name, r)
 
 
 @settings(max_examples=30)
@@ -149,8 +177,8 @@ def test_bytes_equal_destination_shards_less_what_is_held(
     for param in params:
         have = _local_rows(src, param, layers)
         for r, rows in _local_rows(dst, param, layers).items():
-            held = set(have.get(r, ()))
-            expected += sum(g not in held for g in rows) * param.row_bytes
+            held = _cells(have.get(r, ([], [])))
+            expected += len(_cells(rows) - held) * _cell_bytes(param)
     assert plan.stats["bytes_total"] == expected == sum(op.nbytes for op in plan.ops)
 
 

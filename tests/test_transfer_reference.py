@@ -191,7 +191,8 @@ class _ReferencePlanner:
         send_peers: dict[int, set[int]] = defaultdict(set)
         recv_peers: dict[int, set[int]] = defaultdict(set)
         by_tier = [0] * len(self.names)
-        for src, dst, *_, nbytes in self.rows:
+        for row in self.rows:  # bytes at 7: a 2-D block's ops add its rows at 8
+            src, dst, nbytes = row[0], row[1], row[7]
             sent[src] += nbytes
             got[dst] += nbytes
             send_peers[src].add(dst)
@@ -230,21 +231,23 @@ class _ReferencePlanner:
 
 def _shard_of(
     topology: Topology, param: Param, rank: int, num_layers: int
-) -> list[tuple[int, int, int]] | None:
-    """``(start, stop, local start)`` of each range ``rank`` holds of ``param``, or None."""
+) -> tuple[list[tuple[int, int, int]], tuple[int, int] | None] | None:
+    """``(start, stop, local start)`` of each range ``rank`` holds of ``param``, and its dim-0
+    rows (None: all, but under GTP of a row-parallel weight), or None."""
     for shard in param_placement(topology, param, num_layers=num_layers).shards:
         if rank in shard.ranks:
             local, found = 0, []
             for lo, hi in shard.ranges:
                 found.append((lo, hi, local))
                 local += hi - lo
-            return found
+            return found, shard.rows
     return None
 
 
 class _PiecesPlanner(_ReferencePlanner):
-    """The reference with its pieces cut by :func:`pieces` (GTP blocks included), as the planner
-    cuts them: the planner of the GTP branch before classes and patterns."""
+    """The reference with its pieces cut by :func:`pieces` (GTP blocks included, 2-D ones of
+    row-parallel weights too: their ops carry the block's rows), as the planner cuts them: the
+    planner of the GTP branch before classes and patterns."""
 
     def weight(self, index: int, param: Param, num_layers: int) -> None:
         """Plan every piece of one weight."""
@@ -256,8 +259,15 @@ class _PiecesPlanner(_ReferencePlanner):
         receivers: dict[int, list[int]] = defaultdict(list)
         for shard in target.shards:
             receivers[shard.index].extend(shard.ranks)
-        for lo, hi, a, b, src_at, dst_at in pieces(source, target):
-            self.piece((index, lo, hi, src_at, dst_at), param.row_bytes, holders[a], receivers[b])
+        for lo, hi, a, b, src_at, dst_at, rows in pieces(source, target):
+            if rows is None:
+                row_bytes = param.row_bytes
+            else:  # a 2-D block: only its rows' share of each index of the cut dim
+                row_bytes = param.row_bytes // param.shape[0] * (rows[1] - rows[0])
+            before = len(self.rows)
+            self.piece((index, lo, hi, src_at, dst_at), row_bytes, holders[a], receivers[b])
+            if rows is not None:
+                self.rows[before:] = [(*row, rows) for row in self.rows[before:]]
 
 
 def _reference(
@@ -278,11 +288,16 @@ def _reference_held(case: Case, rank: int) -> list[TransferOp]:
         want = _shard_of(dst, param, rank, layers)
         if have is None or want is None:
             continue
-        for lo, hi, src_at in have:
-            for a, z, dst_at in want:
+        height = param.shape[0]
+        (r0, r1), (q0, q1) = have[1] or (0, height), want[1] or (0, height)
+        top, bottom = max(r0, q0), min(r1, q1)
+        rows = None if (top, bottom) == (0, height) else (top, bottom, top - r0, top - q0)
+        row_bytes = param.row_bytes if rows is None else param.row_bytes // height * (bottom - top)
+        for lo, hi, src_at in have[0]:
+            for a, z, dst_at in want[0]:
                 start, stop = max(lo, a), min(hi, z)
-                if start < stop:
-                    nbytes = (stop - start) * param.row_bytes
+                if start < stop and top < bottom:
+                    nbytes = (stop - start) * row_bytes
                     op = TransferOp(
                         rank,
                         rank,
@@ -292,6 +307,7 @@ def _reference_held(case: Case, rank: int) -> list[TransferOp]:
                         src_at + start - lo,
                         dst_at + start - a,
                         nbytes,
+                        rows,
                     )
                     found.append(op)
     return found

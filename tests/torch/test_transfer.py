@@ -97,6 +97,7 @@ def _check_placements(rank: int, world: int) -> None:
 LAYERS = 4
 WEIGHTS = [
     Param("embed", (16, 6), sharding="vocab", position="tied", itemsize=4),
+    Param("proj", (40, 8), sharding="row", layer=1, itemsize=4),  # 2-D GTP blocks of 32 + 8 rows
     *(
         w
         for layer in range(LAYERS)
@@ -127,6 +128,8 @@ CASES = [
     (Topology(4, ep=4, etp=1), Topology(4, tp=2, pp=2, vpp=2)),
     (Topology(4, tp=2, pp=2, order="tp-pp-dp"), Topology(4, pp=4)),
     (Topology(2, tp=2), Topology(2, dp=2, rank_offset=2)),
+    (Topology(4, tp=2, gtp=2), Topology(4, tp=4)),  # row-parallel weights as 2-D blocks
+    (Topology(4, tp=4), Topology(4, gtp=2, pp=2)),
 ]
 
 
@@ -136,12 +139,15 @@ def _master(index: int, param: Param) -> torch.Tensor:
 
 
 def _shards(topo: Topology, rank: int) -> dict[str, torch.Tensor]:
-    """This rank's shards of every weight it holds in ``topo``, cut from the masters."""
+    """This rank's shards of every weight it holds in ``topo``, cut from the masters (under GTP,
+    of a row-parallel weight, only the shard's rows of dim 0; a holder of padding: none)."""
     found = {}
     for index, param in enumerate(WEIGHTS):
         for shard in param_placement(topo, param, num_layers=LAYERS).shards:
-            if rank in shard.ranks:
+            if rank in shard.ranks and shard.ranges:
                 master = _master(index, param)
+                if shard.rows is not None:
+                    master = master[shard.rows[0] : shard.rows[1]]
                 found[param.name] = torch.cat(
                     [master.narrow(param.cut_dim, lo, hi - lo) for lo, hi in shard.ranges],
                     dim=param.cut_dim,

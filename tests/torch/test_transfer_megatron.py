@@ -246,7 +246,8 @@ def test_the_bench_megatron_baseline_picks_megatrons_senders(oracle: Oracle, cas
 
 
 def test_gtp_blocks_are_megatrons(oracle: Oracle) -> None:
-    """Each GTP rank's rows of a tp shard are those ``gtp_remat_shard_dim0`` sizes and pads."""
+    """Each GTP rank's rows of a tp shard are those ``gtp_remat_shard_dim0`` sizes and pads, for
+    a column-parallel weight (its cut dim) and a row-parallel one (dim 0 of a 2-D block)."""
     asks = [(rows, size) for rows in range(1, 140, 3) for size in (2, 3, 4, 8)]
     answer = oracle.ask({"gtp": asks})
     for (rows, size), (step, pad) in zip(asks, answer["gtp"], strict=True):
@@ -258,3 +259,11 @@ def test_gtp_blocks_are_megatrons(oracle: Oracle) -> None:
             ((j * step, min((j + 1) * step, rows)),) if j * step < rows else () for j in range(size)
         ]
         assert [s.ranges for s in shards] == expected, (rows, size)
+        # a row-parallel weight: Megatron's _gtp_pre_init cuts its tp shard's dim 0 (all of
+        # out_features, out_split_size 1) by the same gtp_remat_shard_dim0
+        row = Param("r", (rows, 4), sharding="row")
+        blocks = param_placement(Topology(2 * size, tp=2, gtp=size), row, num_layers=1).shards
+        assert [(s.rows, s.ranges) for s in blocks[:size]] == [
+            ((j * step, min((j + 1) * step, rows)), ((0, 2),)) if j * step < rows else (None, ())
+            for j in range(size)
+        ], (rows, size)

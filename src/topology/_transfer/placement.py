@@ -17,8 +17,10 @@ multiple of ``P * G`` (``P`` = :data:`GTP_ALIGNMENT`): gtp rank ``j`` holds loca
 ``[j * s, min((j + 1) * s, W))`` with ``s = ceil(W / (P * G)) * P`` (none, only padding, when
 ``j * s >= W``), as shard ``a * G + j`` on ``grid.matching(tp=a, gtp=j, pp=stage)``. A
 column-parallel weight is cut on dim 0 by both, so these are slices of its cut dim; a
-row-parallel one (tp cuts dim 1) would hold a 2-D block, which a plan that cuts one dim does
-not express, and is refused.
+row-parallel one (tp cuts dim 1, so its tp shard has all ``W = shape[0]`` rows: Megatron's
+``_gtp_pre_init`` pads ``out_features`` with ``out_split_size`` 1) holds a 2-D block: its tp
+ranges along the cut dim times the rows ``[j * s, min((j + 1) * s, W))`` of dim 0
+(:attr:`ParamShard.rows`).
 
 >>> from topology import Topology
 >>> w = Param("fc1", (8, 4), sharding="column", parts=(4, 4), layer=3)
@@ -46,6 +48,7 @@ __all__ = [
     "GTP_ALIGNMENT",
     "ParamPlacement",
     "ParamShard",
+    "Piece",
     "layer_chunks",
     "param_placement",
     "pieces",
@@ -73,6 +76,9 @@ class ParamShard:
     chunk: int
     ranks: tuple[int, ...]
     ranges: tuple[tuple[int, int], ...]
+    rows: tuple[int, int] | None = None
+    """The ``[start, stop)`` of dim 0 held, when GTP cuts dim 0 of a weight whose cut dim is
+    another (a row-parallel weight: a 2-D block); None: every row."""
 
 
 @attrs.frozen
@@ -187,22 +193,11 @@ def _grid(topology: Topology, param: Param) -> Grid:
 
 
 def _gtp_size(param: Param, grid: Grid) -> int:
-    """How many blocks the grid's GTP axis cuts each tensor-parallel shard of ``param`` into.
-
-    Raises:
-        TopologyError: GTP would cut a row-parallel weight (a 2-D block; see the module).
-    """
+    """How many blocks the grid's GTP axis cuts each tensor-parallel shard of ``param`` into."""
     axis = param.row.gtp_axis
     size = grid.size(axis) if axis in grid.axes else 1
     if size == 1 or param.row.dim is None or len(param.shape) < 2:
         return 1
-    if param.cut_dim != 0:
-        raise TopologyError(
-            f"Param {param.name!r} is {param.sharding}-parallel (tp cuts dim {param.cut_dim}) "
-            f"but Megatron's {axis}({size}) cuts dim 0 of each rank's tp shard, so each rank "
-            f"holds a 2-D block of this {param.shape} weight, which a transfer (one cut dim) "
-            f"does not express; plan the weights of this layout with {axis} = 1"
-        )
     return size
 
 
@@ -246,8 +241,8 @@ def placement_key(
     """What decides the ranks and ranges of ``param``'s shards in ``topology``: weights with
     equal keys have equal shards (:func:`param_placement` but for ``param``): the grid, whether
     it is cut, the parts, the stages, the expert coordinate and the GTP blocks per shard (1 for
-    a bias, which GTP leaves whole). Checks what :func:`param_placement` checks, in the same
-    order.
+    a bias, which GTP leaves whole; with the rows of dim 0 when GTP cuts a row-parallel one).
+    Checks what :func:`param_placement` checks, in the same order.
 
     >>> t = Topology(8, tp=2, pp=2)
     >>> a = Param("a", (8, 4), sharding="column", layer=3)
@@ -265,7 +260,8 @@ def placement_key(
     gtp = _gtp_size(param, grid)
     coord = _expert_coord(topology, param, grid)
     stages = _stages(topology, param, num_layers, pipeline_split)
-    return (row.grid, row.dim is not None, param.part_sizes, stages, tuple(coord.items()), gtp)
+    cut = gtp if gtp == 1 or param.cut_dim == 0 else (gtp, param.shape[0])
+    return (row.grid, row.dim is not None, param.part_sizes, stages, tuple(coord.items()), cut)
 
 
 def param_placement(
@@ -287,8 +283,7 @@ def param_placement(
 
     Raises:
         TopologyError: a part not divisible by tp (etp), experts not divisible by ep, a layer
-            outside the model, a split Megatron refuses, or a row-parallel weight under gtp
-            (egtp) > 1.
+            outside the model, or a split Megatron refuses.
     """
     check_split(pipeline_split, "pipeline_split")
     grid = _grid(topology, param)
@@ -313,9 +308,15 @@ def param_placement(
                     ParamShard(index, stage, chunk, grid.matching(**fixed), tuple(ranges))
                 )
                 continue
-            for j, block in enumerate(_gtp_blocks(ranges, gtp)):
+            if param.cut_dim == 0:
+                for j, block in enumerate(_gtp_blocks(ranges, gtp)):
+                    ranks = grid.matching(**fixed, **{row.gtp_axis: j})
+                    shards.append(ParamShard(index * gtp + j, stage, chunk, ranks, block))
+                continue
+            for j, rows in enumerate(_gtp_blocks([(0, param.shape[0])], gtp)):
                 ranks = grid.matching(**fixed, **{row.gtp_axis: j})
-                shards.append(ParamShard(index * gtp + j, stage, chunk, ranks, block))
+                held = tuple(ranges) if rows else ()
+                shards.append(ParamShard(index * gtp + j, stage, chunk, ranks, held, *rows[:1]))
     axes = tuple(a for a in grid.axes if a not in ("pp", "ep"))
     return ParamPlacement(param, split, tuple(shards), axes, gtp)
 
@@ -336,29 +337,69 @@ def _runs(placement: ParamPlacement) -> list[tuple[int, int, int, int]]:
     return runs
 
 
-def pieces(
-    source: ParamPlacement, target: ParamPlacement
-) -> list[tuple[int, int, int, int, int, int]]:
-    """Every maximal ``[start, stop)`` of the cut dim that one source shard and one target shard
-    both hold, in order: ``(start, stop, source index, target index, source local start,
-    target local start)``. Both placements must be of the same weight.
+Piece = tuple[int, int, int, int, int, int, tuple[int, int, int, int] | None]
+"""``(start, stop, source index, target index, source local start, target local start,
+rows)``: ``rows`` is ``(start, stop, source local start, target local start)`` along dim 0 when
+GTP cuts dim 0 of a weight cut on another dim on either side, else None (every row)."""
+
+
+def pieces(source: ParamPlacement, target: ParamPlacement) -> list[Piece]:
+    """Every maximal block that one source shard and one target shard both hold: ``[start,
+    stop)`` of the cut dim (times a range of dim 0 under GTP of a row-parallel weight), in
+    order (see :data:`Piece`). Both placements must be of the same weight.
 
     >>> from topology import Topology
     >>> w = Param("w", (8, 2), sharding="column")
     >>> pieces(param_placement(Topology(2, tp=2), w, num_layers=1),
-    ...        param_placement(Topology(4, tp=4), w, num_layers=1))
-    [(0, 2, 0, 0, 0, 0), (2, 4, 0, 1, 2, 0), (4, 6, 1, 2, 0, 0), (6, 8, 1, 3, 2, 0)]
+    ...        param_placement(Topology(4, tp=4), w, num_layers=1))[:2]
+    [(0, 2, 0, 0, 0, 0, None), (2, 4, 0, 1, 2, 0, None)]
+    >>> r = Param("r", (40, 4), sharding="row")  # tp 2, gtp 2: rows [0, 32) and [32, 40)
+    >>> pieces(param_placement(Topology(4, tp=2, gtp=2), r, num_layers=1),
+    ...        param_placement(Topology(4, tp=4), r, num_layers=1))[:2]
+    [(0, 1, 0, 0, 0, 0, (0, 32, 0, 0)), (0, 1, 1, 0, 0, 0, (32, 40, 0, 32))]
     """
-    found = []
     src, dst = _runs(source), _runs(target)
+    src_rows, dst_rows = _rows_of(source), _rows_of(target)
+    if src_rows or dst_rows:
+        return _blocks(source.param.shape[0], src, dst, src_rows, dst_rows)
+    found: list[Piece] = []
     i = k = 0
     while i < len(src) and k < len(dst):
         (lo, hi, a, at), (lo2, hi2, b, bt) = src[i], dst[k]
         start, stop = max(lo, lo2), min(hi, hi2)
         if start < stop:
-            found.append((start, stop, a, b, at + start - lo, bt + start - lo2))
+            found.append((start, stop, a, b, at + start - lo, bt + start - lo2, None))
         if hi <= hi2:
             i += 1
         else:
             k += 1
+    return found
+
+
+def _rows_of(placement: ParamPlacement) -> dict[int, tuple[int, int]]:
+    """The dim-0 rows of each shard index that holds only some (a row-parallel GTP block)."""
+    return {s.index: s.rows for s in placement.shards if s.rows is not None}
+
+
+def _blocks(
+    height: int,
+    src: list[tuple[int, int, int, int]],
+    dst: list[tuple[int, int, int, int]],
+    src_rows: dict[int, tuple[int, int]],
+    dst_rows: dict[int, tuple[int, int]],
+) -> list[Piece]:
+    """:func:`pieces` when a side holds 2-D blocks: every run against every run, both dims
+    intersected (the runs of one side overlap along the cut dim: a few dozen each, once per
+    class), ordered by cut-dim start, then dim-0 start."""
+    found: list[Piece] = []
+    for lo, hi, a, at in src:
+        r0, r1 = src_rows.get(a, (0, height))
+        for lo2, hi2, b, bt in dst:
+            start, stop = max(lo, lo2), min(hi, hi2)
+            q0, q1 = dst_rows.get(b, (0, height))
+            top, bottom = max(r0, q0), min(r1, q1)
+            if start < stop and top < bottom:
+                rows = None if (top, bottom) == (0, height) else (top, bottom, top - r0, top - q0)
+                found.append((start, stop, a, b, at + start - lo, bt + start - lo2, rows))
+    found.sort(key=lambda p: (p[0], p[6][0] if p[6] is not None else 0, p[2], p[3]))
     return found

@@ -42,7 +42,7 @@ from .._preflight.allocation.model import Allocation
 from .._preflight.allocation.rankmap import RankMap
 from .params import Param
 from .placement import param_placement, placement_key
-from .planner import Block, Pattern, Planner, Row, block_rows, bulk, unit_row
+from .planner import Block, Pattern, Planner, Row, block_bytes, block_rows, bulk, unit_row
 
 __all__ = ["Transfer", "TransferOp", "transfer"]
 
@@ -51,7 +51,8 @@ __all__ = ["Transfer", "TransferOp", "transfer"]
 class TransferOp:
     """One message: ``src`` sends ``dst`` rows ``[start, stop)`` of weight ``param`` along its cut
     dim, found at ``src_start`` of the sender's shard and stored at ``dst_start`` of the
-    receiver's (the other dims whole)."""
+    receiver's (the other dims whole, but dim 0 when ``rows`` is given: a 2-D block under GTP
+    of a weight cut on another dim, ``(start, stop, src_start, dst_start)`` along dim 0)."""
 
     src: int
     dst: int
@@ -61,28 +62,34 @@ class TransferOp:
     src_start: int
     dst_start: int
     nbytes: int
+    rows: tuple[int, int, int, int] | None = None
 
     @property
     def src_slice(self) -> tuple[slice, ...]:
         """The slice of the sender's local shard (indexable on a tensor)."""
-        return self._slice(self.src_start)
+        return self._slice(self.src_start, 2)
 
     @property
     def dst_slice(self) -> tuple[slice, ...]:
         """The slice of the receiver's local shard."""
-        return self._slice(self.dst_start)
+        return self._slice(self.dst_start, 3)
 
     @property
     def global_slice(self) -> tuple[slice, ...]:
         """The slice of the whole, unsharded weight."""
-        return self._slice(self.start)
+        return self._slice(self.start, 0)
 
-    def _slice(self, start: int) -> tuple[slice, ...]:
+    def _slice(self, start: int, side: int) -> tuple[slice, ...]:
         dim = self.param.cut_dim
-        return (slice(None),) * dim + (slice(start, start + self.stop - self.start),)
+        cut = (slice(None),) * dim + (slice(start, start + self.stop - self.start),)
+        if self.rows is None:
+            return cut
+        top = self.rows[side]
+        return (slice(top, top + self.rows[1] - self.rows[0]), *cut[1:])
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe: ranks, the weight's name, the cut dim, the ranges and bytes."""
+        """JSON-safe: ranks, the weight's name, the cut dim, the ranges and bytes (and, for a 2-D
+        block, ``rows``: its dim-0 range, keyed as the cut dim's)."""
         return {
             "src": self.src,
             "dst": self.dst,
@@ -93,7 +100,12 @@ class TransferOp:
             "src_start": self.src_start,
             "dst_start": self.dst_start,
             "bytes": self.nbytes,
+            **({} if self.rows is None else {"rows": dict(zip(_ROWS, self.rows, strict=True))}),
         }
+
+
+_ROWS = ("start", "stop", "src_start", "dst_start")
+"""The keys of :meth:`TransferOp.to_dict`'s ``rows``: the dim-0 range of a 2-D block."""
 
 
 @attrs.frozen
@@ -129,7 +141,7 @@ class Transfer:
             return tuple(row for block in self.blocks for row in self._rows_of(block))
 
     def _rows_of(self, block: Block) -> Iterator[Row]:
-        return block_rows(block, self.params[block[0]].row_bytes)
+        return block_rows(block, block_bytes(block, self.params[block[0]]))
 
     @property
     def ops(self) -> tuple[TransferOp, ...]:
@@ -164,7 +176,8 @@ class Transfer:
             block = self.blocks[position]
             pattern = block[5]
             units = pattern.by_sender[rank] if side == 0 else pattern.received_by(rank)
-            found += [self._op(unit_row(block, self.params[block[0]].row_bytes, u)) for u in units]
+            row_bytes = block_bytes(block, self.params[block[0]])
+            found += [self._op(unit_row(block, row_bytes, u)) for u in units]
         return tuple(found)
 
     def sends(self, rank: int) -> tuple[TransferOp, ...]:
@@ -176,11 +189,11 @@ class Transfer:
         return self._of(rank, 1)
 
     @functools.cached_property
-    def _shards(self) -> tuple[list[dict[int, list[tuple[int, int, int]]]], ...]:
+    def _shards(self) -> tuple[list[dict[int, _Held]], ...]:
         """For each weight and side, ``(start, stop, local start)`` of the ranges each rank
-        holds (one map per placement class, shared)."""
-        classes: dict[tuple[int, Hashable], dict[int, list[tuple[int, int, int]]]] = {}
-        sides: tuple[list[dict[int, list[tuple[int, int, int]]]], ...] = ([], [])
+        holds, and its dim-0 rows (one map per placement class, shared)."""
+        classes: dict[tuple[int, Hashable], dict[int, _Held]] = {}
+        sides: tuple[list[dict[int, _Held]], ...] = ([], [])
         for param in self.params:
             for side, topology, split in (
                 (0, self.src, self.src_pipeline_split),
@@ -205,8 +218,11 @@ class Transfer:
             have, want = haves.get(rank), wants.get(rank)
             if have is None or want is None:
                 continue
-            for lo, hi, src_at in have:
-                for a, z, dst_at in want:
+            rows, row_bytes = _common_rows(param, have[1], want[1])
+            if row_bytes == 0:
+                continue
+            for lo, hi, src_at in have[0]:
+                for a, z, dst_at in want[0]:
                     start, stop = max(lo, a), min(hi, z)
                     if start < stop:
                         found.append(
@@ -218,18 +234,41 @@ class Transfer:
                                 stop,
                                 src_at + start - lo,
                                 dst_at + start - a,
-                                (stop - start) * param.row_bytes,
+                                (stop - start) * row_bytes,
+                                rows,
                             )
                         )
         return tuple(found)
 
 
+_Held = tuple[list[tuple[int, int, int]], tuple[int, int] | None]
+"""What a rank holds of a weight: ``(start, stop, local start)`` of its ranges along the cut dim
+and its rows of dim 0 (None: every row)."""
+
+
+def _common_rows(
+    param: Param, have: tuple[int, int] | None, want: tuple[int, int] | None
+) -> tuple[tuple[int, int, int, int] | None, int]:
+    """The dim-0 rows both sides of a rank hold, as :attr:`TransferOp.rows` (None: every row),
+    and the bytes per index of the cut dim they make (0: none in common)."""
+    if have is None and want is None:
+        return None, param.row_bytes
+    height = param.shape[0]
+    r0, r1 = have if have is not None else (0, height)
+    q0, q1 = want if want is not None else (0, height)
+    top, bottom = max(r0, q0), min(r1, q1)
+    if top >= bottom:
+        return None, 0
+    rows = None if (top, bottom) == (0, height) else (top, bottom, top - r0, top - q0)
+    return rows, param.row_bytes // height * (bottom - top)
+
+
 def _ranges_by_rank(
     topology: Topology, param: Param, num_layers: int, split: PipelineSplit | None
-) -> dict[int, list[tuple[int, int, int]]]:
-    """``(start, stop, local start)`` of each range every holder of ``param`` holds (a rank in
-    two shards, of two stages, keeps the first)."""
-    found: dict[int, list[tuple[int, int, int]]] = {}
+) -> dict[int, _Held]:
+    """``(start, stop, local start)`` of each range every holder of ``param`` holds, and its
+    dim-0 rows (a rank in two shards, of two stages, keeps the first)."""
+    found: dict[int, _Held] = {}
     for shard in param_placement(
         topology, param, num_layers=num_layers, pipeline_split=split
     ).shards:
@@ -238,7 +277,7 @@ def _ranges_by_rank(
             ranges.append((lo, hi, local))
             local += hi - lo
         for rank in shard.ranks:
-            found.setdefault(rank, ranges)
+            found.setdefault(rank, (ranges, shard.rows))
     return found
 
 

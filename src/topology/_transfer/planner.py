@@ -5,9 +5,11 @@ placements agree on both sides (same sharding grid, parts, stages, expert coordi
 cut: :func:`placement_key`, a *class*) are cut into the same pieces with the same holders and
 receivers. So the pass works in three sizes of unit, each computed once:
 
-- a class: its pieces ``(lo, hi, src_lo, dst_lo)`` with their holder set and the receivers
-  lacking them (one :func:`param_placement` per side per class, intersected by :func:`pieces`:
-  under GTP a shard index is ``tp * G + gtp`` and a holder of only padding has no piece);
+- a class: its pieces ``(lo, hi, src_lo, dst_lo)`` (and the dim-0 rows of a 2-D block, under
+  GTP of a row-parallel weight, whose bytes per index are those rows' share) with their holder
+  set and the receivers lacking them (one :func:`param_placement` per side per class,
+  intersected by :func:`pieces`: under GTP a shard index is ``tp * G + gtp`` and a holder of
+  only padding has no piece);
 - a pattern: who sends each unit of a piece, for one (holders, receivers) pair, cut count and
   rotation start (:class:`Pattern`); the balance rule and the NVLink preference run here;
 - a block: one piece of one weight, which pattern serves it (:data:`Block`).
@@ -34,10 +36,29 @@ from .bounds import peer_bounds, send_bound
 from .params import Param
 from .placement import param_placement, pieces, placement_key
 
-__all__ = ["Block", "Pattern", "Planner", "Row", "block_rows", "bulk", "cut_bounds", "unit_row"]
+__all__ = [
+    "Block",
+    "Pattern",
+    "Planner",
+    "Row",
+    "Rows",
+    "block_bytes",
+    "block_rows",
+    "bulk",
+    "cut_bounds",
+    "unit_row",
+]
 
-Row = tuple[int, int, int, int, int, int, int, int]
-"""(src, dst, param, lo, hi, src_lo, dst_lo, bytes): one op, compactly."""
+Rows = tuple[int, int, int, int]
+"""(start, stop, src_start, dst_start) along dim 0: the GTP rows of a 2-D block (see
+:data:`~topology._transfer.placement.Piece`)."""
+
+Row = (
+    tuple[int, int, int, int, int, int, int, int]
+    | tuple[int, int, int, int, int, int, int, int, Rows]
+)
+"""(src, dst, param, lo, hi, src_lo, dst_lo, bytes[, rows]): one op, compactly (``rows`` only for
+a 2-D block)."""
 
 
 @attrs.frozen
@@ -73,11 +94,12 @@ class Pattern:
         return range(position * self.cuts, (position + 1) * self.cuts)
 
 
-Block = tuple[int, int, int, int, int, Pattern]
-"""(param index, lo, hi, src_lo, dst_lo, pattern): one piece of one weight."""
+Block = tuple[int, int, int, int, int, Pattern, Rows | None]
+"""(param index, lo, hi, src_lo, dst_lo, pattern, rows): one piece of one weight (``rows``: its
+dim-0 range when it is a 2-D block, else None)."""
 
-_Piece = tuple[int, int, int, int, int]
-"""(lo, hi, src_lo, dst_lo, pair id) of a class: a pair is one (holders, need)."""
+_Piece = tuple[int, int, int, int, int, Rows | None]
+"""(lo, hi, src_lo, dst_lo, pair id, rows) of a class: a pair is one (holders, need)."""
 
 
 def cut_bounds(lo: int, hi: int, cuts: int) -> list[int]:
@@ -85,9 +107,27 @@ def cut_bounds(lo: int, hi: int, cuts: int) -> list[int]:
     return [lo + k * (hi - lo) // cuts for k in range(cuts + 1)]
 
 
+def block_bytes(block: Block, param: Param) -> int:
+    """Bytes per index of the cut dim in one block: the weight's row bytes, times the share of
+    dim 0 a 2-D block holds."""
+    rows = block[6]
+    if rows is None:
+        return param.row_bytes
+    return param.row_bytes // param.shape[0] * (rows[1] - rows[0])
+
+
 def block_rows(block: Block, row_bytes: int) -> Iterator[Row]:
-    """Every op of one block, in plan order."""
-    index, lo, hi, src_lo, dst_lo, pattern = block
+    """Every op of one block, in plan order (``row_bytes``: :func:`block_bytes`)."""
+    rows = block[6]
+    flat = _flat_rows(block, row_bytes)
+    return flat if rows is None else ((*row, rows) for row in flat)
+
+
+def _flat_rows(
+    block: Block, row_bytes: int
+) -> Iterator[tuple[int, int, int, int, int, int, int, int]]:
+    """The ops of one block without their rows."""
+    index, lo, hi, src_lo, dst_lo, pattern, _ = block
     if pattern.cuts == 1:
         nbytes = (hi - lo) * row_bytes
         for s, r in zip(pattern.senders, pattern.need, strict=True):
@@ -100,12 +140,13 @@ def block_rows(block: Block, row_bytes: int) -> Iterator[Row]:
 
 
 def unit_row(block: Block, row_bytes: int, u: int) -> Row:
-    """Unit ``u`` of one block as an op."""
-    index, lo, hi, src_lo, dst_lo, pattern = block
+    """Unit ``u`` of one block as an op (``row_bytes``: :func:`block_bytes`)."""
+    index, lo, hi, src_lo, dst_lo, pattern, rows = block
     cuts = pattern.cuts
     a, z = (lo, hi) if cuts == 1 else cut_bounds(lo, hi, cuts)[u % cuts : u % cuts + 2]
     sender, receiver = pattern.senders[u], pattern.need[u // cuts]
-    return sender, receiver, index, a, z, src_lo + a - lo, dst_lo + a - lo, (z - a) * row_bytes
+    row = sender, receiver, index, a, z, src_lo + a - lo, dst_lo + a - lo, (z - a) * row_bytes
+    return row if rows is None else (*row, rows)
 
 
 @contextlib.contextmanager
@@ -188,8 +229,12 @@ class Planner:
         if pieces is None:
             pieces = self.classes[key] = self._pieces(param, num_layers)
         row_bytes = param.row_bytes
-        for lo, hi, src_lo, dst_lo, pair in pieces:
-            self._block((index, lo, hi, src_lo, dst_lo), row_bytes, pair)
+        for lo, hi, src_lo, dst_lo, pair, rows in pieces:
+            if rows is None:
+                self._block((index, lo, hi, src_lo, dst_lo), row_bytes, pair)
+            else:
+                height = row_bytes // param.shape[0] * (rows[1] - rows[0])
+                self._block((index, lo, hi, src_lo, dst_lo), height, pair, rows)
 
     def _pieces(self, param: Param, num_layers: int) -> list[_Piece]:
         """The pieces of one class that some receiver lacks, in plan order."""
@@ -206,10 +251,10 @@ class Planner:
         for shard in target.shards:
             receivers[shard.index].extend(shard.ranks)
         found: list[_Piece] = []
-        for lo, hi, a, b, src_lo, dst_lo in pieces(source, target):
+        for lo, hi, a, b, src_lo, dst_lo, rows in pieces(source, target):
             pair = self._pair(holders[a], receivers[b])
             if pair >= 0:
-                found.append((lo, hi, src_lo, dst_lo, pair))
+                found.append((lo, hi, src_lo, dst_lo, pair, rows))
         return found
 
     def _pair(self, holders: tuple[int, ...], receivers: Sequence[int]) -> int:
@@ -229,8 +274,15 @@ class Planner:
             self.pair_list.append(key)
         return pair
 
-    def _block(self, where: tuple[int, int, int, int, int], row_bytes: int, pair: int) -> None:
-        """Plan one piece of one weight: pick (or make) its pattern and count its bytes."""
+    def _block(
+        self,
+        where: tuple[int, int, int, int, int],
+        row_bytes: int,
+        pair: int,
+        rows: Rows | None = None,
+    ) -> None:
+        """Plan one piece of one weight: pick (or make) its pattern and count its bytes
+        (``row_bytes``: per index of the cut dim, of this piece's rows)."""
         lo, hi = where[1], where[2]
         h, need = self.pair_list[pair]
         self.needed[h] += (hi - lo) * row_bytes * len(need)
@@ -251,7 +303,7 @@ class Planner:
             bounds = cut_bounds(lo, hi, cuts)
             for k in range(cuts):
                 weights[k] += (bounds[k + 1] - bounds[k]) * row_bytes
-        self.blocks.append((*where, pattern))
+        self.blocks.append((*where, pattern, rows))
         self.ops += len(pattern.senders)
 
     def _pattern(self, pair: int, cuts: int, first: int) -> Pattern:
