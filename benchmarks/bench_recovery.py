@@ -13,6 +13,8 @@ ones made among survivors), and redo the step. Times are rank 0's wall clock (on
 - kill -> first step: the total (the goal: under 10 s);
 - baseline: a restart of the same job (spawn, import torch, init, ``ProcessGroups.create``),
   measured in the same run from spawning to rank 0's groups; the ratio is total / restart.
+  Ranks start as a relaunch starts them, fresh interpreters (``spawn``), not forked from the
+  test suite's preloaded server (``--start forkserver``, which hides the imports a restart pays).
 
 Medians over ``--repeat`` runs. Prints a table and writes ``benchmarks/results/
 bench_recovery.json``.
@@ -33,8 +35,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests/
+import torch.multiprocessing as mp
 from _timing import write_result
 from tests.torch import recovery_run
+from tests.torch import world as test_world
 from tests.torch.world import run_world
 
 COLUMNS = (
@@ -71,7 +75,10 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=recovery_run.TIMEOUT)
     parser.add_argument("--deadline", type=float, default=recovery_run.DEADLINE)
     parser.add_argument("--out", default="benchmarks/results/bench_recovery.json")
+    parser.add_argument("--start", choices=("spawn", "forkserver"), default="spawn")
     args = parser.parse_args()
+    if args.start == "spawn":
+        test_world._context = lambda: mp.get_context("spawn")  # type: ignore[attr-defined]
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # store waits that time out warn
     runs = [once(args.timeout, args.deadline) for _ in range(1 if args.quick else args.repeat)]
     medians = {name: statistics.median(r[name] for r in runs) for name, _, _ in COLUMNS}
@@ -89,6 +96,7 @@ def main() -> None:
             "world": 16,
             "layout": "tp 2, pp 2, dp 4 -> dp 3",
             "victim": recovery_run.VICTIM,
+            "start": args.start,
             "timeout_s": args.timeout,
             "deadline_s": args.deadline,
             "runs": runs,
