@@ -14,10 +14,10 @@ parameter a rank holds, named by Megatron's global ``layer_number`` and ``local_
   (biases and norms, which Megatron fills with constants, are checked by shape);
 - the parent then checks that every shard's ranks are exactly the ranks holding the weight.
 
-Layouts (4 layers, 4 experts): tp2 pp2 vpp2 with tied embeddings (order tp-cp-ep-pp-dp); tp4
-untied; MoE tp2 ep2 etp1; MoE tp2 ep2 etp2 (no biases: Megatron refuses MoE biases at etp > 1);
-MoE pp2 ep2 tied across stages (Megatron all-reduces the output copy over its embedding group;
-``Tensor.cuda`` is the identity on these CPU ranks).
+Layouts (4 layers, 4 experts): tp2 pp2 vpp2 with tied embeddings; tp4 untied; MoE tp2 ep2 etp1;
+MoE tp2 ep2 etp2 (no biases: Megatron refuses MoE biases at etp > 1); MoE pp2 dp2 ep2; pp2 vpp2
+dp2 in order tp-cp-ep-pp-dp (pp before dp). Tied embeddings across stages: Megatron all-reduces
+the output copy over its embedding group (``Tensor.cuda`` is the identity on these CPU ranks).
 
 megatron-core 0.19.2 is not used here: its experts and pipeline modules import triton (a GPU
 compiler, not installed). The expert ``linear_fc2`` bias (held by the expert's ep rank, whole
@@ -43,11 +43,12 @@ from topology import Param, Topology, param_placement
 
 WORLD, LAYERS, H, HEADS, FFN, MOE_FFN, VOCAB, SEQ, EXPERTS = 4, 4, 16, 4, 32, 8, 32, 8, 4
 LAYOUTS: list[dict[str, Any]] = [
-    {"tp": 2, "pp": 2, "vpp": 2, "tied": True, "order": "tp-cp-ep-pp-dp"},
+    {"tp": 2, "pp": 2, "vpp": 2, "tied": True},
     {"tp": 4, "tied": False},
     {"tp": 2, "ep": 2, "etp": 1, "tied": True, "experts": EXPERTS},
     {"tp": 2, "ep": 2, "etp": 2, "tied": False, "experts": EXPERTS, "bias": False},
     {"pp": 2, "ep": 2, "etp": 1, "tied": True, "experts": EXPERTS},
+    {"pp": 2, "vpp": 2, "tied": True, "order": "tp-cp-ep-pp-dp"},
 ]
 
 
