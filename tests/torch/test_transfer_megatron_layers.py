@@ -1,4 +1,4 @@
-""":func:`topology.param_placement` against what Megatron's own layers hold, on one gloo world.
+""":func:`topology.param_placement` against what Megatron's own layers hold, on gloo worlds.
 
 Differential: on one spawned gloo world of 4 ranks, every rank builds megatron-core 0.16.1's own
 ``GPTModel`` (its local spec: ``ColumnParallelLinear``, ``RowParallelLinear``,
@@ -19,9 +19,12 @@ MoE tp2 ep2 etp2 (no biases: Megatron refuses MoE biases at etp > 1); MoE pp2 dp
 dp2 in order tp-cp-ep-pp-dp (pp before dp). Tied embeddings across stages: Megatron all-reduces
 the output copy over its embedding group (``Tensor.cuda`` is the identity on these CPU ranks).
 
-megatron-core 0.19.2 is not used here: its experts and pipeline modules import triton (a GPU
-compiler, not installed). The expert ``linear_fc2`` bias (held by the expert's ep rank, whole
-over etp) has no :data:`SHARDINGS` row and is left out; see ``_param``.
+megatron-core 0.19.2 (its oracle folder; a second world) cannot build ``GPTModel`` or its experts
+here: they import triton (a GPU compiler, not installed). Its ``ColumnParallelLinear`` (QKV,
+gate-up with ``stride=2``, output layer), ``RowParallelLinear`` and ``VocabParallelEmbedding`` are
+built layer by layer at the layers its ``get_transformer_layer_offset`` gives each stage and
+virtual chunk, on tp2 pp2 vpp2 and tp4, and checked the same way. The expert ``linear_fc2`` bias
+(held by the expert's ep rank, whole over etp) has no sharding row and is left out (``_param``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 
+from tests.torch.oracle import oracle_0_19
 from tests.torch.world import run_world
 from topology import Param, Topology, param_placement
 
@@ -131,12 +135,10 @@ def _arange_(weight: Any) -> Any:
     return weight
 
 
-def _models(layout: dict[str, Any]) -> list[Any]:
-    """Megatron's model chunks of this rank at ``layout`` (its parallel state initialised)."""
+def _config(layout: dict[str, Any]) -> Any:
+    """Megatron's parallel state and ``TransformerConfig`` at ``layout`` (CPU, arange masters)."""
     import torch
     from megatron.core import parallel_state as ps
-    from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     sizes = {
@@ -148,7 +150,7 @@ def _models(layout: dict[str, Any]) -> list[Any]:
     }
     ps.initialize_model_parallel(**sizes, order=layout.get("order", "tp-cp-ep-dp-pp"))
     experts = layout.get("experts")
-    config = TransformerConfig(
+    return TransformerConfig(
         num_layers=LAYERS,
         hidden_size=H,
         num_attention_heads=HEADS,
@@ -165,6 +167,16 @@ def _models(layout: dict[str, Any]) -> list[Any]:
         pipeline_dtype=torch.float32,
         **sizes,
     )
+
+
+def _models(layout: dict[str, Any]) -> list[Any]:
+    """Megatron's model chunks of this rank at ``layout`` (its parallel state initialised)."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    config = _config(layout)
+    experts = layout.get("experts")
     spec = get_gpt_layer_local_spec(num_experts=experts)
     return [
         GPTModel(
@@ -250,12 +262,10 @@ def _rank_main(rank: int, world_size: int, folder: str) -> None:
     Path(folder, f"rank{rank}.json").write_text(json.dumps(records))
 
 
-def test_megatron_layers_hold_our_placements(tmp_path: Path) -> None:
-    """Megatron 0.16.1's own layers hold, on each rank, exactly the shards param_placement says."""
-    _megatron_0_16()
-    run_world(WORLD, _rank_main, str(tmp_path), timeout=300)
-    records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
-    for index, layout in enumerate(LAYOUTS):
+def _compare(folder: Path, layouts: list[dict[str, Any]]) -> None:
+    """Every shard's ranks are exactly the ranks that recorded holding its weight."""
+    records = [json.loads((folder / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    for index, layout in enumerate(layouts):
         topo = _topology(layout)
         holders: dict[str, set[int]] = {}
         params: dict[str, Param] = {}
@@ -268,3 +278,102 @@ def test_megatron_layers_hold_our_placements(tmp_path: Path) -> None:
             placement = param_placement(topo, param, num_layers=LAYERS)
             ranks = {r for shard in placement.shards for r in shard.ranks}
             assert holders[key] == ranks, (layout, key, holders[key], ranks)
+
+
+def test_megatron_layers_hold_our_placements(tmp_path: Path) -> None:
+    """Megatron 0.16.1's own layers hold, on each rank, exactly the shards param_placement says."""
+    _megatron_0_16()
+    run_world(WORLD, _rank_main, str(tmp_path), timeout=300)
+    _compare(tmp_path, LAYOUTS)
+
+
+LAYOUTS_0_19: list[dict[str, Any]] = [
+    {"tp": 2, "pp": 2, "vpp": 2, "tied": False},
+    {"tp": 4, "tied": False},
+]
+
+
+def _layers_0_19(config: Any, ps: Any) -> list[range]:
+    """This rank's layers per virtual chunk, from 0.19.2's ``get_transformer_layer_offset``
+    (each model chunk runs to the next one's offset; its ``get_num_layers_to_build`` needs
+    triton, and so does ``megatron.core.pipeline_parallel``'s ``__init__``: its ``utils`` module
+    is loaded without it)."""
+    import sys
+    import types
+
+    import megatron.core
+
+    package = types.ModuleType("megatron.core.pipeline_parallel")
+    package.__path__ = [os.path.join(os.path.dirname(megatron.core.__file__), "pipeline_parallel")]
+    sys.modules.setdefault(package.__name__, package)
+    from megatron.core.transformer.transformer_layer import get_transformer_layer_offset
+
+    pp, vpp = config.pipeline_model_parallel_size, config.virtual_pipeline_model_parallel_size
+    starts = [
+        get_transformer_layer_offset(config, vp_stage=c if vpp else None, pp_rank=s)
+        for c in range(vpp or 1)
+        for s in range(pp)
+    ] + [LAYERS]
+    stage = ps.get_pipeline_model_parallel_rank()
+    return [range(starts[c * pp + stage], starts[c * pp + stage + 1]) for c in range(vpp or 1)]
+
+
+def _rank_main_0_19(rank: int, world_size: int, folder: str, oracle: str) -> None:
+    """0.19.2's ``ColumnParallelLinear`` (QKV, gate-up with ``stride=2``, output layer),
+    ``RowParallelLinear`` and ``VocabParallelEmbedding``, layer by layer (its GPTModel, experts
+    and pipeline modules import triton)."""
+    import sys
+    import warnings
+
+    warnings.simplefilter("ignore")
+    sys.path.insert(0, oracle)
+    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel.layers import (
+        ColumnParallelLinear,
+        RowParallelLinear,
+        VocabParallelEmbedding,
+    )
+
+    records = []
+    for layout in LAYOUTS_0_19:
+        config = _config(layout)
+        topo, held = _topology(layout), {}
+        kw: dict[str, Any] = {"config": config, "init_method": _arange_}
+        pp_first, pp_last = ps.is_pipeline_first_stage, ps.is_pipeline_last_stage
+        for chunk, layers in enumerate(_layers_0_19(config, ps)):
+            built: list[tuple[str, int | None, Any]] = []
+            if pp_first(ignore_virtual=False, vp_stage=chunk):
+                embedding = VocabParallelEmbedding(VOCAB, H, **kw)
+                built.append(("embedding.word_embeddings.weight", None, embedding.weight))
+            for layer in layers:
+                qkv = ColumnParallelLinear(H, 3 * H, bias=True, **kw)
+                row = {"bias": True, "input_is_parallel": True, "skip_bias_add": False, **kw}
+                proj = RowParallelLinear(H, H, **row)
+                fc1 = ColumnParallelLinear(H, 2 * FFN, bias=True, stride=2, **kw)
+                fc2 = RowParallelLinear(FFN, H, **row)
+                for name, module in (
+                    ("self_attention.linear_qkv", qkv),
+                    ("self_attention.linear_proj", proj),
+                    ("mlp.linear_fc1", fc1),
+                    ("mlp.linear_fc2", fc2),
+                ):
+                    built.append((f"{name}.weight", layer, module.weight))
+                    built.append((f"{name}.bias", layer, module.bias))
+            if pp_last(ignore_virtual=False, vp_stage=chunk):
+                output = ColumnParallelLinear(H, VOCAB, bias=False, **kw)
+                built.append(("output_layer.weight", None, output.weight))
+            for name, layer, tensor in built:
+                param = _param(name, layer, None, layout["tied"])
+                assert param is not None
+                _check(rank, topo, param, chunk, tensor)
+                held[_key(param)] = attrs.asdict(param)
+        records.append(held)
+        ps.destroy_model_parallel()
+    Path(folder, f"rank{rank}.json").write_text(json.dumps(records))
+
+
+def test_megatron_0_19_layers_hold_our_placements(tmp_path: Path) -> None:
+    """megatron-core 0.19.2's tensor-parallel layers, at its own layer offsets, hold our shards."""
+    oracle = str(oracle_0_19())
+    run_world(WORLD, _rank_main_0_19, str(tmp_path), oracle, timeout=300)
+    _compare(tmp_path, LAYOUTS_0_19)
