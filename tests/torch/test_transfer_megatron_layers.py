@@ -362,8 +362,8 @@ def _rank_main_0_19(rank: int, world_size: int, folder: str, oracle: str) -> Non
             if pp_last(ignore_virtual=False, vp_stage=chunk):
                 output = ColumnParallelLinear(H, VOCAB, bias=False, **kw)
                 built.append(("output_layer.weight", None, output.weight))
-            for name, layer, tensor in built:
-                param = _param(name, layer, None, layout["tied"])
+            for name, at, tensor in built:
+                param = _param(name, at, None, layout["tied"])
                 assert param is not None
                 _check(rank, topo, param, chunk, tensor)
                 held[_key(param)] = attrs.asdict(param)
