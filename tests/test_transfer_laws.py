@@ -69,6 +69,16 @@ def cases(
                 num_experts=experts,
             )
         )
+        params.append(
+            Param(
+                f"fc2.{e}.bias",
+                (3,),
+                sharding="expert-replicated",
+                layer=layer,
+                expert=e,
+                num_experts=experts,
+            )
+        )
         if src.egtp > 1 or dst.egtp > 1:
             continue
         params.append(

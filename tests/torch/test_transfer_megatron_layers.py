@@ -24,7 +24,8 @@ here: they import triton (a GPU compiler, not installed). Its ``ColumnParallelLi
 gate-up with ``stride=2``, output layer), ``RowParallelLinear`` and ``VocabParallelEmbedding`` are
 built layer by layer at the layers its ``get_transformer_layer_offset`` gives each stage and
 virtual chunk, on tp2 pp2 vpp2 and tp4, and checked the same way. The expert ``linear_fc2`` bias
-(held by the expert's ep rank, whole over etp) has no sharding row and is left out (``_param``).
+(whole over etp, on the expert's ep coordinate) is ``expert-replicated``, the row this test
+showed missing.
 """
 
 from __future__ import annotations
@@ -96,20 +97,18 @@ EXPERT_WEIGHTS: dict[str, tuple[tuple[int, ...], str, tuple[int, ...] | None]] =
     "linear_fc1.weight": ((2 * MOE_FFN, H), "expert-column", (MOE_FFN, MOE_FFN)),
     "linear_fc1.bias": ((2 * MOE_FFN,), "expert-column", (MOE_FFN, MOE_FFN)),
     "linear_fc2.weight": ((H, MOE_FFN), "expert-row", None),
+    "linear_fc2.bias": ((H,), "expert-replicated", None),
 }
 
 
-def _param(name: str, layer: int | None, expert: int | None, tied: bool) -> Param | None:
+def _param(name: str, layer: int | None, expert: int | None, tied: bool) -> Param:
     """Our description of Megatron's weight ``name`` (its path inside one layer or expert, or in
-    the model); None for the expert ``linear_fc2.bias``, which no sharding row describes."""
+    the model)."""
 
     def p(shape: tuple[int, ...], sharding: str, parts: Any = None, **kw: Any) -> Param:
         return Param(name, shape, 4, sharding, parts=parts, **kw)
 
     if expert is not None:
-        if name not in EXPERT_WEIGHTS:
-            assert name == "linear_fc2.bias", name
-            return None
         ex: dict[str, Any] = {"layer": layer, "expert": expert, "num_experts": EXPERTS}
         return p(*EXPERT_WEIGHTS[name], **ex)
     if layer is not None:
@@ -253,8 +252,6 @@ def _rank_main(rank: int, world_size: int, folder: str) -> None:
         for chunk, model in enumerate(_models(layout)):
             for name, layer, expert, tensor in _weights(model):
                 param = _param(name, layer, expert, layout["tied"])
-                if param is None:
-                    continue
                 _check(rank, topo, param, chunk, tensor)
                 held[_key(param)] = attrs.asdict(param)
         records.append(held)
@@ -364,7 +361,6 @@ def _rank_main_0_19(rank: int, world_size: int, folder: str, oracle: str) -> Non
                 built.append(("output_layer.weight", None, output.weight))
             for name, at, tensor in built:
                 param = _param(name, at, None, layout["tied"])
-                assert param is not None
                 _check(rank, topo, param, chunk, tensor)
                 held[_key(param)] = attrs.asdict(param)
         records.append(held)
