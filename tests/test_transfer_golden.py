@@ -56,6 +56,12 @@ PLACEMENTS = [
         1,
         [(0, 0, 0, (2, 6), ((0, 4),))],
     ),
+    (  # an expert's weight etp does not cut (its linear_fc2 bias): whole on its ep coordinate
+        Topology(8, tp=2, ep=2, etp=2),
+        Param("e1.bias", (4,), sharding="expert-replicated", layer=0, expert=1, num_experts=2),
+        1,
+        [(0, 0, 0, (2, 3, 6, 7), ((0, 4),))],
+    ),
     # Megatron's GTP (generalized_tensor_parallelism.py, gtp_remat_shard_dim0 and
     # _gtp_slice_one_param; docs/api-guide/core/generalized_tensor_parallel.md 1.3-1.4): dim 0 of
     # each rank's tp shard is padded at the tail to a multiple of 16 * G and cut into G blocks.

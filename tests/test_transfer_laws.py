@@ -72,6 +72,16 @@ def cases(
         )
         params.append(
             Param(
+                f"fc2.{e}.bias",
+                (3,),
+                sharding="expert-replicated",
+                layer=layer,
+                expert=e,
+                num_experts=experts,
+            )
+        )
+        params.append(
+            Param(
                 f"fc2.{e}",
                 (3 if tall == 5 else tall, unit),
                 sharding="expert-row",

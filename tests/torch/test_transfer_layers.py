@@ -69,6 +69,7 @@ def _params() -> list[Param]:
                 p(f"{layer}.e{e}.fc1.weight", (2 * FFN, H), "expert-column", **gate_up),
                 p(f"{layer}.e{e}.fc1.bias", (2 * FFN,), "expert-column", **gate_up),
                 p(f"{layer}.e{e}.fc2.weight", (H, FFN), "expert-row", **ex),
+                p(f"{layer}.e{e}.fc2.bias", (H,), "expert-replicated", **ex),
             ]
     last = {"position": "last"}
     found += [
@@ -128,7 +129,7 @@ def _model(topo: Topology, groups: Any, rank: int, seed: int) -> dict[str, Any]:
                 ex = {**at, "expert": e, "num_experts": EXPERTS}
                 fc1 = linear(ColumnParallelLinear, H, 2 * FFN, etp, stride=2)
                 add(f"{layer}.e{e}.fc1", ex, fc1)
-                add(f"{layer}.e{e}.fc2", ex, linear(RowParallelLinear, FFN, H, etp, bias=False))
+                add(f"{layer}.e{e}.fc2", ex, linear(RowParallelLinear, FFN, H, etp))
     if stage == pp - 1:
         add("embed", {"position": "tied"}, lambda: VocabParallelEmbedding(VOCAB, H, group=tp))
         add("final", {"position": "last"}, _norm)

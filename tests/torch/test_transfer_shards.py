@@ -58,18 +58,20 @@ def test_each_layer_class_gives_its_weights_as_params() -> None:
 
 
 def test_an_expert_layer_gives_expert_shardings() -> None:
-    """A placement naming an expert turns column / row into expert-column / expert-row."""
+    """A placement naming an expert turns column / row into expert-column / expert-row (a row
+    layer's bias: expert-replicated)."""
     from topology_torch.layers import ColumnParallelLinear, RowParallelLinear
 
     ex = {"layer": 0, "expert": 3, "num_experts": 4}
     layers = {
         "fc1": (ColumnParallelLinear(4, 8, stride=2, group=_one()), ex),
-        "fc2": (RowParallelLinear(4, 4, bias=False, group=_one()), ex),
+        "fc2": (RowParallelLinear(4, 4, group=_one()), ex),
     }
     assert [(row[0], row[3]) for row in _described(layers)] == [
         ("fc1.weight", "expert-column"),
         ("fc1.bias", "expert-column"),
         ("fc2.weight", "expert-row"),
+        ("fc2.bias", "expert-replicated"),
     ]
 
 
@@ -140,11 +142,6 @@ def test_a_layer_is_checked_on_the_stage_of_the_pipeline_split() -> None:
         ("wrapper", r"layer 'x' \(Sequential\) holds parallel layers \('0'\); pass each"),
         ("lora", r"layer 'x' has a LoRA adapter of rank 2, which a transfer does not move"),
         (
-            "expert-bias",
-            r"layer 'x' is an expert RowParallelLinear with a bias, which no sharding "
-            r"places; build it with bias=False",
-        ),
-        (
             "expert-table",
             r"layer 'x' is an expert VocabParallelEmbedding, which no sharding "
             r"places; give no expert",
@@ -156,7 +153,6 @@ def test_a_mis_described_layer_is_refused(entry: str, match: str) -> None:
     """Entries that are not (module, placement), or that no sharding places, are refused."""
     from topology_torch.layers import (
         ColumnParallelLinear,
-        RowParallelLinear,
         VocabParallelEmbedding,
     )
 
@@ -167,7 +163,6 @@ def test_a_mis_described_layer_is_refused(entry: str, match: str) -> None:
         "placement": (fc, {"stage": 0}),
         "wrapper": (torch.nn.Sequential(fc), {}),
         "lora": (ColumnParallelLinear(4, 4, lora_rank=2, group=_one()), {}),
-        "expert-bias": (RowParallelLinear(4, 4, group=_one()), ex),
         "expert-table": (VocabParallelEmbedding(4, 4, group=_one()), ex),
         "dense-expert": (torch.nn.LayerNorm(4), ex),
     }

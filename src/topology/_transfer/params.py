@@ -52,10 +52,13 @@ SHARDINGS = {
         Sharding("vocab", "dense", 0),
         Sharding("expert-column", "expert", 0),
         Sharding("expert-row", "expert", 1),
+        Sharding("expert-replicated", "expert", None),
     )
 }
 """Megatron's weight shardings: column-parallel (out features, dim 0), row-parallel (in features,
-dim 1), vocab-parallel (the embedding / output table's rows), their expert versions, and whole."""
+dim 1), vocab-parallel (the embedding / output table's rows), their expert versions, and whole
+(``expert-replicated``: an expert's weight that etp does not cut, such as its ``linear_fc2``
+bias, held whole by every rank of the expert's ep coordinate)."""
 
 POSITIONS = ("first", "last", "tied")
 """Where a weight outside the transformer layers lives: the first stage (embedding), the last

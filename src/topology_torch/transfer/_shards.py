@@ -65,13 +65,13 @@ _LINEAR = ("out_features", "in_features")
 _TABLE = ("num_embeddings", "embedding_dim")
 LAYERS: dict[type[nn.Module], LayerRow] = {
     ColumnParallelLinear: LayerRow("column", "expert-column", "column", "expert-column", _LINEAR),
-    RowParallelLinear: LayerRow("row", "expert-row", "replicated", None, _LINEAR),
+    RowParallelLinear: LayerRow("row", "expert-row", "replicated", "expert-replicated", _LINEAR),
     VocabParallelEmbedding: LayerRow("vocab", None, None, None, _TABLE),
     ParallelEmbedding: LayerRow("row", None, None, None, _TABLE),
 }
-"""Our parallel layers. A column layer's bias is cut like its rows; a row layer's is replicated,
-which no sharding places for an expert (replicated over etp, held by one ep rank only); an
-embedding is never an expert."""
+"""Our parallel layers. A column layer's bias is cut like its rows; a row layer's is replicated
+(for an expert: over etp, on the expert's ep coordinate, as Megatron's expert ``linear_fc2``
+bias); an embedding is never an expert."""
 
 
 def _check_where(name: str, where: object) -> Mapping[str, Any]:
@@ -226,7 +226,7 @@ def shards_of(
 
     Raises:
         TopologyError: an entry that is not ``(module, placement)``, a module holding parallel
-            layers, a LoRA adapter, an expert row layer with a bias, a placement
+            layers, a LoRA adapter, an expert embedding, a placement
             :class:`~topology.Param` refuses, a weight this rank does not hold in ``topology``, or
             a local tensor whose shape (or tensor-parallel index) is not the shard ``rank`` holds,
             or a weight Megatron's GTP axis (gtp / egtp > 1) cuts into blocks.
