@@ -30,8 +30,8 @@ from topology import PipelineSplit, Topology
 from topology._preflight.allocation.rankmap import RankMap
 from topology._transfer.bounds import peer_bounds, send_bound
 from topology._transfer.params import Param
-from topology._transfer.placement import param_placement, pieces, placement_key
-from topology._transfer.planner import Row, Rows, _levels, _tier_of
+from topology._transfer.placement import param_placement, piece_ranks, placement_key
+from topology._transfer.planner import Row, Rows, levels, tier_of
 
 POLICIES = ("first", "megatron")
 
@@ -61,7 +61,7 @@ class PeerPlanner:
                 f"egtp({src.egtp}); use a source with gtp = egtp = 1"
             )
         self.src, self.dst, self.policy = src, dst, policy
-        self.names, self.labels = _levels(rank_map)
+        self.names, self.labels = levels(rank_map)
         self.classes: dict[tuple[Hashable, Hashable], tuple[list[_Piece], tuple[int, ...]]] = {}
         self.needed: dict[tuple[int, ...], int] = defaultdict(int)
         self.demands: dict[tuple[tuple[int, ...], tuple[int, ...]], None] = {}
@@ -104,18 +104,12 @@ class PeerPlanner:
         target = param_placement(
             self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]
         )
-        holders: dict[int, tuple[int, ...]] = {}
-        for shard in source.shards:
-            holders[shard.index] = tuple(sorted({*holders.get(shard.index, ()), *shard.ranks}))
-        receivers: dict[int, list[int]] = defaultdict(list)
-        for shard in target.shards:
-            receivers[shard.index].extend(shard.ranks)
         found: list[_Piece] = []
-        for lo, hi, a, b, src_lo, dst_lo, rows in pieces(source, target):
-            held = set(holders[a])
-            need = tuple(r for r in receivers[b] if r not in held)
+        for lo, hi, src_lo, dst_lo, holders, receivers, rows in piece_ranks(source, target):
+            held = set(holders)
+            need = tuple(r for r in receivers if r not in held)
             if need:
-                found.append((lo, hi, src_lo, dst_lo, holders[a], need, rows))
+                found.append((lo, hi, src_lo, dst_lo, holders, need, rows))
         owners = tuple(sorted({r for shard in source.shards for r in shard.ranks}))
         return found, owners
 
@@ -167,7 +161,7 @@ class PeerPlanner:
             send_peers[s].add(r)
             recv_peers[r].add(s)
             if self.labels:
-                by_tier[_tier_of(s, r, self.labels)] += nbytes
+                by_tier[tier_of(s, r, self.labels)] += nbytes
         total = sum(sent.values())
         send_peer_bound, recv_peer_bound = peer_bounds(self.demands)
         return {

@@ -51,6 +51,7 @@ __all__ = [
     "Piece",
     "layer_chunks",
     "param_placement",
+    "piece_ranks",
     "pieces",
     "placement_key",
     "shard_size",
@@ -403,3 +404,29 @@ def _blocks(
                 found.append((start, stop, a, b, at + start - lo, bt + start - lo2, rows))
     found.sort(key=lambda p: (p[0], p[6][0] if p[6] is not None else 0, p[2], p[3]))
     return found
+
+
+def piece_ranks(
+    source: ParamPlacement, target: ParamPlacement
+) -> list[tuple[int, int, int, int, tuple[int, ...], list[int], tuple[int, int, int, int] | None]]:
+    """Every piece of :func:`pieces` with the ranks at both ends: ``(start, stop, source local
+    start, target local start, holders, receivers, rows)``, the holders being every rank of the
+    source shard on any stage (sorted), the receivers every rank of the target shard (in the
+    target's shard order, some of them perhaps holders already).
+
+    >>> from topology import Topology
+    >>> w = Param("w", (4, 2), sharding="column")
+    >>> piece_ranks(param_placement(Topology(2, tp=2), w, num_layers=1),
+    ...             param_placement(Topology(2, dp=2), w, num_layers=1))
+    [(0, 2, 0, 0, (0,), [0, 1], None), (2, 4, 0, 2, (1,), [0, 1], None)]
+    """
+    holders: dict[int, tuple[int, ...]] = {}
+    for shard in source.shards:
+        holders[shard.index] = tuple(sorted({*holders.get(shard.index, ()), *shard.ranks}))
+    receivers: dict[int, list[int]] = {}
+    for shard in target.shards:
+        receivers.setdefault(shard.index, []).extend(shard.ranks)
+    return [
+        (lo, hi, src_lo, dst_lo, holders[a], receivers[b], rows)
+        for lo, hi, a, b, src_lo, dst_lo, rows in pieces(source, target)
+    ]

@@ -34,7 +34,7 @@ from .._megatron.topology import Topology
 from .._preflight.allocation.rankmap import RankMap
 from .bounds import peer_bounds, send_bound
 from .params import Param
-from .placement import param_placement, pieces, placement_key
+from .placement import param_placement, piece_ranks, placement_key
 
 __all__ = [
     "Block",
@@ -162,7 +162,7 @@ def bulk() -> Iterator[None]:
             gc.enable()
 
 
-def _levels(rank_map: RankMap | None) -> tuple[list[str], list[Sequence[int]]]:
+def levels(rank_map: RankMap | None) -> tuple[list[str], list[Sequence[int]]]:
     """Tier names innermost first (``node``, the allocation's tiers, ``world``) and the domain
     label of every rank at each tier but ``world`` (a host of unknown domain: one of its own)."""
     if rank_map is None:
@@ -174,7 +174,7 @@ def _levels(rank_map: RankMap | None) -> tuple[list[str], list[Sequence[int]]]:
 
 
 def _nvlink_level(rank_map: RankMap | None) -> int | None:
-    """The index in :func:`_levels` of the innermost NVLink tier (an NVL72 rack), else None."""
+    """The index in :func:`levels` of the innermost NVLink tier (an NVL72 rack), else None."""
     if rank_map is None:
         return None
     for position, tier in enumerate(rank_map.tiers):
@@ -183,7 +183,7 @@ def _nvlink_level(rank_map: RankMap | None) -> int | None:
     return None
 
 
-def _tier_of(src: int, dst: int, labels: list[Sequence[int]]) -> int:
+def tier_of(src: int, dst: int, labels: list[Sequence[int]]) -> int:
     """The innermost level whose domain holds both ranks (``len(labels)``: none, the world)."""
     for level, label in enumerate(labels):
         if label[src] == label[dst]:
@@ -204,7 +204,7 @@ class Planner:
         self.src, self.dst = src, dst
         self.splits = splits
         """Each side's pipeline split (:class:`PipelineSplit`, None: even)."""
-        self.names, self.labels = _levels(rank_map)
+        self.names, self.labels = levels(rank_map)
         level = _nvlink_level(rank_map)
         self.domain = self.labels[level] if level is not None else None
         self.classes: dict[tuple[Hashable, Hashable], list[_Piece]] = {}
@@ -244,15 +244,9 @@ class Planner:
         target = param_placement(
             self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]
         )
-        holders: dict[int, tuple[int, ...]] = {}
-        for shard in source.shards:
-            holders[shard.index] = tuple(sorted({*holders.get(shard.index, ()), *shard.ranks}))
-        receivers: dict[int, list[int]] = defaultdict(list)
-        for shard in target.shards:
-            receivers[shard.index].extend(shard.ranks)
         found: list[_Piece] = []
-        for lo, hi, a, b, src_lo, dst_lo, rows in pieces(source, target):
-            pair = self._pair(holders[a], receivers[b])
+        for lo, hi, src_lo, dst_lo, holders, receivers, rows in piece_ranks(source, target):
+            pair = self._pair(holders, receivers)
             if pair >= 0:
                 found.append((lo, hi, src_lo, dst_lo, pair, rows))
         return found
@@ -366,7 +360,7 @@ class Planner:
                 send_peers[s].add(r)
                 recv_peers[r].add(s)
                 if self.labels:
-                    by_tier[_tier_of(s, r, self.labels)] += nbytes
+                    by_tier[tier_of(s, r, self.labels)] += nbytes
         total = sum(sent.values())
         holders = self.holder_list
         send_peer_bound, recv_peer_bound = peer_bounds(
