@@ -12,10 +12,7 @@ class in ``test_hyper_comm_grid_peer.py``.
 from __future__ import annotations
 
 import builtins
-import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +29,7 @@ torch = pytest.importorskip("torch")
 from topology_torch.compat.megatron import HyperCommGrid  # noqa: E402
 from topology_torch.compat.megatron.hyper_comm_grid import FacadeKeyError  # noqa: E402
 
-from .oracle import oracle_0_19  # noqa: E402
+from .oracle import LineOracle, oracle_0_19  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parent / "hyper_comm_grid_oracle.py"
 NAMES = ("tp", "cp", "ep", "dp", "pp")
@@ -40,38 +37,10 @@ VIEW_NAMES = ("expt_tp", "ep2", "expt_dp", "x")
 HUGE = str(2**40)
 
 
-class Oracle:
-    """One megatron-core 0.19.2 process that answers a case per line."""
-
-    def __init__(self, folder: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(SCRIPT)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(folder), "WORLD_SIZE": HUGE},
-        )
-
-    def ask(self, case: dict[str, Any]) -> dict[str, Any]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps(case) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        assert line, "the megatron-core 0.19.2 oracle stopped answering"
-        answer: dict[str, Any] = json.loads(line)
-        return answer
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
-def oracle() -> Iterator[Oracle]:
+def oracle() -> Iterator[LineOracle]:
     """megatron-core 0.19.2's HyperCommGrid in a subprocess (skips without it, fails under CI)."""
-    process = Oracle(oracle_0_19())
+    process = LineOracle(SCRIPT, oracle_0_19(), "oracle", {"WORLD_SIZE": HUGE})
     yield process
     process.close()
 
@@ -136,7 +105,7 @@ def _ours(case: dict[str, Any]) -> dict[str, Any]:
 
 @settings(max_examples=80, deadline=None)
 @given(cases())
-def test_rank_enumerations_are_megatrons(oracle: Oracle, case: dict[str, Any]) -> None:
+def test_rank_enumerations_are_megatrons(oracle: LineOracle, case: dict[str, Any]) -> None:
     """get_rank_enum equals Megatron 0.19.2's; a view one refuses the other refuses alike."""
     theirs, ours = oracle.ask(case), _ours(case)
     if "error" in theirs:

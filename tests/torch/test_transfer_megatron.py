@@ -20,11 +20,7 @@ planner knows no GTP (a GTP shard fails its tp size check), so GTP layouts stay 
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +38,7 @@ from topology._transfer.placement import param_placement
 from topology._transfer.plan import transfer
 from topology.strategies import topologies
 
-from .oracle import oracle_0_19
+from .oracle import LineOracle, oracle_0_19
 
 pytest.importorskip("torch")
 
@@ -53,38 +49,10 @@ Elements = dict[tuple[int, int, int], list[int]]
 """(destination rank, weight index, global row of the cut dim) -> the ranks sending it."""
 
 
-class Oracle:
-    """One megatron-core 0.19.2 process that plans a case per line."""
-
-    def __init__(self, folder: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(SCRIPT)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(folder)},
-        )
-
-    def ask(self, case: dict[str, Any]) -> dict[str, Any]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps(case) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        assert line, "the megatron-core 0.19.2 resharding oracle stopped answering"
-        answer: dict[str, Any] = json.loads(line)
-        return answer
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
-def oracle() -> Iterator[Oracle]:
+def oracle() -> Iterator[LineOracle]:
     """Megatron's resharding planner in a subprocess (skips without it, fails under CI)."""
-    process = Oracle(oracle_0_19())
+    process = LineOracle(SCRIPT, oracle_0_19(), "resharding oracle")
     yield process
     process.close()
 
@@ -184,7 +152,7 @@ def _metadata(topo: Topology, params: list[Param], layers: int) -> list[dict[str
     return found
 
 
-def _megatron(oracle: Oracle, case: Case) -> Elements:
+def _megatron(oracle: LineOracle, case: Case) -> Elements:
     """Megatron's elements and senders; asserts each source holds the rows it sends."""
     src, dst, params, layers = case
     answer = oracle.ask(
@@ -222,7 +190,9 @@ def _ours(case: Case) -> Elements:
 
 @settings(max_examples=15, deadline=None)
 @given(cases())
-def test_megatron_writes_the_same_elements_from_their_holders(oracle: Oracle, case: Case) -> None:
+def test_megatron_writes_the_same_elements_from_their_holders(
+    oracle: LineOracle, case: Case
+) -> None:
     """Megatron's ops and ours (with held rows) fill the same destination elements, once each."""
     theirs, ours = _megatron(oracle, case), _ours(case)
     assert all(len(senders) == 1 for senders in theirs.values())
@@ -232,7 +202,9 @@ def test_megatron_writes_the_same_elements_from_their_holders(oracle: Oracle, ca
 
 @settings(max_examples=15, deadline=None)
 @given(cases())
-def test_the_bench_megatron_baseline_picks_megatrons_senders(oracle: Oracle, case: Case) -> None:
+def test_the_bench_megatron_baseline_picks_megatrons_senders(
+    oracle: LineOracle, case: Case
+) -> None:
     """``benchmarks/_peers.py``'s ``megatron`` policy sends every element from Megatron's rank."""
     src, dst, params, layers = case
     theirs = _megatron(oracle, case)
@@ -245,7 +217,7 @@ def test_the_bench_megatron_baseline_picks_megatrons_senders(oracle: Oracle, cas
         assert mine.get((to, i, g), to) == sender, (params[i].name, to, g, sender)
 
 
-def test_gtp_blocks_are_megatrons(oracle: Oracle) -> None:
+def test_gtp_blocks_are_megatrons(oracle: LineOracle) -> None:
     """Each GTP rank's rows of a tp shard are those ``gtp_remat_shard_dim0`` sizes and pads, for
     a column-parallel weight (its cut dim) and a row-parallel one (dim 0 of a 2-D block)."""
     asks = [(rows, size) for rows in range(1, 140, 3) for size in (2, 3, 4, 8)]
