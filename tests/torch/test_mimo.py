@@ -37,7 +37,8 @@ from topology_torch.compat.megatron.mimo import (  # noqa: E402
     modules_of,
 )
 
-from .test_hyper_comm_grid import Oracle, check_a_world  # noqa: E402
+from .oracle import LineOracle  # noqa: E402
+from .test_hyper_comm_grid import check_a_world  # noqa: E402
 from .test_hyper_comm_grid import oracle as oracle  # noqa: E402 - the module fixture
 from .world import fake_world, run_world  # noqa: E402
 
@@ -89,7 +90,7 @@ def _ours(module: Any, kind: str | None) -> list[list[int]]:
 
 @settings(max_examples=40, deadline=None)
 @given(spec_lists())
-def test_every_group_is_megatrons(oracle: Oracle, specs: list[ModuleGridSpec]) -> None:
+def test_every_group_is_megatrons(oracle: LineOracle, specs: list[ModuleGridSpec]) -> None:
     """Every family's groups and the embedding groups equal Megatron 0.19.2's."""
     modules = modules_of(specs)
     for spec, module in zip(specs, modules.modules, strict=True):
