@@ -28,10 +28,9 @@ from typing import Any
 
 from topology import PipelineSplit, Topology
 from topology._preflight.allocation.rankmap import RankMap
-from topology._transfer.bounds import peer_bounds, send_bound
 from topology._transfer.params import Param
 from topology._transfer.placement import param_placement, piece_ranks, placement_key
-from topology._transfer.planner import Row, Rows, levels, tier_of
+from topology._transfer.planner import Row, Rows, levels, tally
 
 POLICIES = ("first", "megatron")
 
@@ -149,36 +148,15 @@ class PeerPlanner:
 
     def stats(self) -> dict[str, Any]:
         """:func:`topology.transfer`'s statistics, of these rows."""
-        sent: dict[int, int] = defaultdict(int)
-        got: dict[int, int] = defaultdict(int)
-        send_peers: dict[int, set[int]] = defaultdict(set)
-        recv_peers: dict[int, set[int]] = defaultdict(set)
-        by_tier = [0] * len(self.names)
-        for row in self.rows:  # bytes at 7: a 2-D block's ops add its rows at 8
-            s, r, nbytes = row[0], row[1], row[7]
-            sent[s] += nbytes
-            got[r] += nbytes
-            send_peers[s].add(r)
-            recv_peers[r].add(s)
-            if self.labels:
-                by_tier[tier_of(s, r, self.labels)] += nbytes
-        total = sum(sent.values())
-        send_peer_bound, recv_peer_bound = peer_bounds(self.demands)
-        return {
-            "bytes_total": total,
-            "ops": len(self.rows),
-            "max_send_bytes": max(sent.values(), default=0),
-            "max_send_bound": send_bound(self.src, total, self.needed.items()),
-            "max_recv_bytes": max(got.values(), default=0),
-            "max_recv_bound": max(got.values(), default=0),
-            "max_send_peers": max((len(p) for p in send_peers.values()), default=0),
-            "max_send_peers_bound": send_peer_bound,
-            "max_recv_peers": max((len(p) for p in recv_peers.values()), default=0),
-            "max_recv_peers_bound": recv_peer_bound,
-            "senders": len(sent),
-            "receivers": len(got),
-            "bytes_by_tier": dict(zip(self.names, by_tier, strict=True)),
-        }
+        return tally(  # bytes at 7: a 2-D block's ops add its rows at 8
+            self.src,
+            self.names,
+            self.labels,
+            ((row[0], row[1], row[7]) for row in self.rows),
+            ops=len(self.rows),
+            needed=self.needed.items(),
+            demands=list(self.demands),
+        )
 
 
 def plan_rows(

@@ -24,7 +24,7 @@ import contextlib
 import functools
 import gc
 from collections import defaultdict
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -46,6 +46,9 @@ __all__ = [
     "block_rows",
     "bulk",
     "cut_bounds",
+    "levels",
+    "tally",
+    "tier_of",
     "unit_row",
 ]
 
@@ -347,37 +350,62 @@ class Planner:
 
     def stats(self) -> dict[str, Any]:
         """Totals, per-rank maxima, their lower bounds and bytes per tier (see the module)."""
-        sent: dict[int, int] = defaultdict(int)
-        got: dict[int, int] = defaultdict(int)
-        send_peers: dict[int, set[int]] = defaultdict(set)
-        recv_peers: dict[int, set[int]] = defaultdict(set)
-        by_tier = [0] * len(self.names)
-        for pattern, weights in self.patterns.values():
-            for s, r, k in pattern.units():
-                nbytes = weights[k]
-                sent[s] += nbytes
-                got[r] += nbytes
-                send_peers[s].add(r)
-                recv_peers[r].add(s)
-                if self.labels:
-                    by_tier[tier_of(s, r, self.labels)] += nbytes
-        total = sum(sent.values())
         holders = self.holder_list
-        send_peer_bound, recv_peer_bound = peer_bounds(
-            [(holders[h], need) for h, need in self.pair_list]
+        messages = (
+            (s, r, weights[k])
+            for pattern, weights in self.patterns.values()
+            for s, r, k in pattern.units()
         )
-        return {
-            "bytes_total": total,
-            "ops": self.ops,
-            "max_send_bytes": max(sent.values(), default=0),
-            "max_send_bound": send_bound(self.src, total, zip(holders, self.needed, strict=True)),
-            "max_recv_bytes": max(got.values(), default=0),
-            "max_recv_bound": max(got.values(), default=0),
-            "max_send_peers": max((len(p) for p in send_peers.values()), default=0),
-            "max_send_peers_bound": send_peer_bound,
-            "max_recv_peers": max((len(p) for p in recv_peers.values()), default=0),
-            "max_recv_peers_bound": recv_peer_bound,
-            "senders": len(sent),
-            "receivers": len(got),
-            "bytes_by_tier": dict(zip(self.names, by_tier, strict=True)),
-        }
+        return tally(
+            self.src,
+            self.names,
+            self.labels,
+            messages,
+            ops=self.ops,
+            needed=zip(holders, self.needed, strict=True),
+            demands=[(holders[h], need) for h, need in self.pair_list],
+        )
+
+
+def tally(
+    src: Topology,
+    names: Sequence[str],
+    labels: list[Sequence[int]],
+    messages: Iterable[tuple[int, int, int]],
+    *,
+    ops: int,
+    needed: Iterable[tuple[tuple[int, ...], int]],
+    demands: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
+) -> dict[str, Any]:
+    """A plan's statistics from its ``(sender, receiver, bytes)`` messages: totals, per-rank
+    maxima and their lower bounds (``needed``: bytes per holder set; ``demands``: (holders,
+    receivers lacking them) pairs), and bytes per tier of ``labels`` (:func:`levels`)."""
+    sent: dict[int, int] = defaultdict(int)
+    got: dict[int, int] = defaultdict(int)
+    send_peers: dict[int, set[int]] = defaultdict(set)
+    recv_peers: dict[int, set[int]] = defaultdict(set)
+    by_tier = [0] * len(names)
+    for s, r, nbytes in messages:
+        sent[s] += nbytes
+        got[r] += nbytes
+        send_peers[s].add(r)
+        recv_peers[r].add(s)
+        if labels:
+            by_tier[tier_of(s, r, labels)] += nbytes
+    total = sum(sent.values())
+    send_peer_bound, recv_peer_bound = peer_bounds(demands)
+    return {
+        "bytes_total": total,
+        "ops": ops,
+        "max_send_bytes": max(sent.values(), default=0),
+        "max_send_bound": send_bound(src, total, needed),
+        "max_recv_bytes": max(got.values(), default=0),
+        "max_recv_bound": max(got.values(), default=0),
+        "max_send_peers": max((len(p) for p in send_peers.values()), default=0),
+        "max_send_peers_bound": send_peer_bound,
+        "max_recv_peers": max((len(p) for p in recv_peers.values()), default=0),
+        "max_recv_peers_bound": recv_peer_bound,
+        "senders": len(sent),
+        "receivers": len(got),
+        "bytes_by_tier": dict(zip(names, by_tier, strict=True)),
+    }
