@@ -30,7 +30,7 @@ from topology import PipelineSplit, Topology
 from topology._preflight.allocation.rankmap import RankMap
 from topology._transfer.params import Param
 from topology._transfer.placement import param_placement, piece_ranks, placement_key
-from topology._transfer.planner import Row, Rows, levels, tally
+from topology._transfer.planner import Row, Rows, levels, rows_bytes, tally
 
 POLICIES = ("first", "megatron")
 
@@ -84,9 +84,7 @@ class PeerPlanner:
         if self.policy == "megatron":
             self._owners(param, owners)
         for lo, hi, src_lo, dst_lo, holders, need, rows in found:
-            row_bytes = param.row_bytes
-            if rows is not None:  # a 2-D block: its rows' share of each index of the cut dim
-                row_bytes = row_bytes // param.shape[0] * (rows[1] - rows[0])
+            row_bytes = rows_bytes(param, rows)
             nbytes = (hi - lo) * row_bytes
             self.needed[holders] += nbytes * len(need)
             self.demands[holders, need] = None

@@ -42,7 +42,17 @@ from .._preflight.allocation.model import Allocation
 from .._preflight.allocation.rankmap import RankMap
 from .params import Param
 from .placement import param_placement, placement_key
-from .planner import Block, Pattern, Planner, Row, block_bytes, block_rows, bulk, unit_row
+from .planner import (
+    Block,
+    Pattern,
+    Planner,
+    Row,
+    block_bytes,
+    block_rows,
+    bulk,
+    rows_bytes,
+    unit_row,
+)
 
 __all__ = ["Transfer", "TransferOp", "transfer"]
 
@@ -260,7 +270,7 @@ def _common_rows(
     if top >= bottom:
         return None, 0
     rows = None if (top, bottom) == (0, height) else (top, bottom, top - r0, top - q0)
-    return rows, param.row_bytes // height * (bottom - top)
+    return rows, rows_bytes(param, (top, bottom))
 
 
 def _ranges_by_rank(

@@ -47,6 +47,7 @@ __all__ = [
     "bulk",
     "cut_bounds",
     "levels",
+    "rows_bytes",
     "tally",
     "tier_of",
     "unit_row",
@@ -110,13 +111,17 @@ def cut_bounds(lo: int, hi: int, cuts: int) -> list[int]:
     return [lo + k * (hi - lo) // cuts for k in range(cuts + 1)]
 
 
-def block_bytes(block: Block, param: Param) -> int:
-    """Bytes per index of the cut dim in one block: the weight's row bytes, times the share of
-    dim 0 a 2-D block holds."""
-    rows = block[6]
+def rows_bytes(param: Param, rows: Sequence[int] | None) -> int:
+    """Bytes per index of the cut dim over dim-0 rows ``[rows[0], rows[1])`` (a 2-D GTP block;
+    None: every row): the weight's row bytes times that share of dim 0."""
     if rows is None:
         return param.row_bytes
     return param.row_bytes // param.shape[0] * (rows[1] - rows[0])
+
+
+def block_bytes(block: Block, param: Param) -> int:
+    """Bytes per index of the cut dim in one block (:func:`rows_bytes` of its rows)."""
+    return rows_bytes(param, block[6])
 
 
 def block_rows(block: Block, row_bytes: int) -> Iterator[Row]:
@@ -231,13 +236,11 @@ class Planner:
         pieces = self.classes.get(key)
         if pieces is None:
             pieces = self.classes[key] = self._pieces(param, num_layers)
-        row_bytes = param.row_bytes
         for lo, hi, src_lo, dst_lo, pair, rows in pieces:
             if rows is None:
-                self._block((index, lo, hi, src_lo, dst_lo), row_bytes, pair)
+                self._block((index, lo, hi, src_lo, dst_lo), param.row_bytes, pair)
             else:
-                height = row_bytes // param.shape[0] * (rows[1] - rows[0])
-                self._block((index, lo, hi, src_lo, dst_lo), height, pair, rows)
+                self._block((index, lo, hi, src_lo, dst_lo), rows_bytes(param, rows), pair, rows)
 
     def _pieces(self, param: Param, num_layers: int) -> list[_Piece]:
         """The pieces of one class that some receiver lacks, in plan order."""
