@@ -40,7 +40,7 @@ import attrs
 from .._args import show
 from .._errors import TopologyError
 from .._layout.grid import Grid
-from .._megatron.split.split import PipelineSplit, check_split
+from .._megatron.split.split import PipelineSplit, check_split, layers_of
 from .._megatron.topology import Topology
 from .params import Param
 
@@ -147,24 +147,23 @@ def layer_chunks(
     if type(num_layers) is not int or num_layers < 1:
         raise TopologyError(f"num_layers must be an int >= 1, got {show(num_layers)}")
     pp, chunks = topology.pp, topology.vpp or 1
-    found: list[tuple[int, int]] = [(0, 0)] * num_layers
     if pipeline_split is not None or num_layers % (pp * chunks) == 0:
-        for stage in range(pp):
-            for chunk, layers in enumerate(topology.layers(stage, num_layers, pipeline_split)):
-                for layer in layers:
-                    found[layer] = (stage, chunk)
-        return tuple(found)
-    if num_layers < pp * chunks:
+        placed = tuple(topology.layers(stage, num_layers, pipeline_split) for stage in range(pp))
+    elif num_layers < pp * chunks:
         raise TopologyError(
             f"num_layers {num_layers} is fewer than pp({pp}) * vpp({chunks}) = {pp * chunks} "
             "model chunks; use fewer stages or chunks"
         )
-    base, longer = divmod(num_layers, pp * chunks)
-    layer = 0
-    for model_chunk in range(pp * chunks):
-        for _ in range(base + (model_chunk < longer)):
-            found[layer] = (model_chunk % pp, model_chunk // pp)
-            layer += 1
+    else:
+        base, longer = divmod(num_layers, pp * chunks)
+        placed = layers_of(
+            [[base + (v * pp + p < longer) for v in range(chunks)] for p in range(pp)]
+        )
+    found: list[tuple[int, int]] = [(0, 0)] * num_layers
+    for stage, stage_chunks in enumerate(placed):
+        for chunk, layers in enumerate(stage_chunks):
+            for layer in layers:
+                found[layer] = (stage, chunk)
     return tuple(found)
 
 

@@ -34,7 +34,7 @@ from ..pipeline import MAX_LAYERS
 from .counts import even_counts, layout_counts, stage_counts
 from .layout import chunks_of, layout_string
 
-__all__ = ["MEGATRON_NAMES", "PipelineSplit", "check_split"]
+__all__ = ["MEGATRON_NAMES", "PipelineSplit", "check_split", "layers_of"]
 
 MEGATRON_NAMES = {
     "num_layers_in_first_pipeline_stage": "first_stage_layers",
@@ -211,17 +211,7 @@ it); give stage layer counts or accounting, not both
                     f"vpp({vpp}) needs pipeline stages to interleave, but pp is 1; "
                     "drop vpp or use pp > 1"
                 )
-        chunks = vpp or 1
-        counts = self._counts(num_layers, pp, chunks)
-        start = [[0] * chunks for _ in range(pp)]
-        at = 0
-        for v in range(chunks):
-            for p in range(pp):
-                start[p][v], at = at, at + counts[p][v]
-        return tuple(
-            tuple(tuple(range(start[p][v], start[p][v] + counts[p][v])) for v in range(chunks))
-            for p in range(pp)
-        )
+        return layers_of(self._counts(num_layers, pp, vpp or 1))
 
     def _counts(self, num_layers: int, pp: int, chunks: int) -> list[list[int]]:
         if self.layout is not None:
@@ -250,3 +240,22 @@ give PipelineSplit(...), e.g. PipelineSplit(first_stage_layers=3, last_stage_lay
             "PipelineSplit(first_stage_layers=3, last_stage_layers=2)"
         )
     return value
+
+
+def layers_of(counts: list[list[int]]) -> Layers:
+    """The layers of every ``[stage][chunk]`` from how many each builds: chunk ``v`` of stage
+    ``p`` is model chunk ``v * pp + p`` and takes the next ``counts[p][v]`` layers.
+
+    >>> layers_of([[1, 1], [2, 1]])
+    (((0,), (3,)), ((1, 2), (4,)))
+    """
+    pp, chunks = len(counts), len(counts[0])
+    start = [[0] * chunks for _ in range(pp)]
+    at = 0
+    for v in range(chunks):
+        for p in range(pp):
+            start[p][v], at = at, at + counts[p][v]
+    return tuple(
+        tuple(tuple(range(start[p][v], start[p][v] + counts[p][v])) for v in range(chunks))
+        for p in range(pp)
+    )
