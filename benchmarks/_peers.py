@@ -14,8 +14,8 @@
   gtp (egtp) > 1 is refused.
 
 Both send each piece whole, one row per (piece, receiver lacking it), on the pieces
-:func:`topology.transfer` cuts (:func:`topology._transfer.placement.pieces`), so the bytes moved
-are equal; the statistics are :func:`topology.transfer`'s, bounds included.
+:func:`topology.transfer` cuts (:func:`topology._transfer.param_placement.pieces`), so the
+bytes moved are equal; the statistics are :func:`topology.transfer`'s, bounds included.
 ``tests/torch/test_transfer_megatron.py`` checks ``megatron`` against Megatron's own planner;
 ``tests/test_transfer_reference.py`` checks ``first`` against the reference planner.
 """
@@ -27,9 +27,9 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from topology import PipelineSplit, Topology
-from topology._preflight.allocation.rankmap import RankMap
+from topology._machine.rankmap import RankMap
+from topology._transfer.param_placement import param_placement, piece_ranks, placement_key
 from topology._transfer.params import Param
-from topology._transfer.placement import param_placement, piece_ranks, placement_key
 from topology._transfer.planner import Row, Rows, levels, rows_bytes, tally
 
 POLICIES = ("first", "megatron")

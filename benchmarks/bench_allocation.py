@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import median_seconds
 
 from topology import Allocation, Host, Tier
-from topology._preflight.allocation.hosts import LAUNCHER_ORDERS
+from topology._machine.hosts import LAUNCHER_ORDERS
 
 WORLD = 16_384
 

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import median_seconds, write_result
 
-import topology._preflight.place as placement
+import topology._preflight.place.place as placement
 from topology import Allocation, Host, Tier, Topology, check, crossings, place
-from topology._preflight.allocation.slurm_topology import parse_slurm_topology
+from topology._machine.readers.slurm_topology import parse_slurm_topology
 
 BASELINES = ("listed", "lexicographic", "natural")
 

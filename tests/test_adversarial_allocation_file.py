@@ -12,8 +12,8 @@ from unittest import mock
 import pytest
 
 from topology import TopologyError
-from topology._preflight.allocation import hostlist
-from topology._preflight.allocation.native_format import allocation_from_dict, read_allocation
+from topology._machine import hostlist
+from topology._machine.readers.native_format import allocation_from_dict, read_allocation
 
 HUGE = "9" * 5000
 

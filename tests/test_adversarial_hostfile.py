@@ -12,8 +12,8 @@ from unittest import mock
 import pytest
 
 from topology import TopologyError
-from topology._preflight.allocation import hostlist
-from topology._preflight.allocation.hostfile import parse_hostfile
+from topology._machine import hostlist
+from topology._machine.readers.hostfile import parse_hostfile
 
 HUGE = "9" * 5000
 

@@ -12,8 +12,8 @@ from unittest import mock
 import pytest
 
 from topology import TopologyError, expand_hostlist
-from topology._preflight.allocation import hostlist
-from topology._preflight.allocation.hostlist import (
+from topology._machine import hostlist
+from topology._machine.hostlist import (
     MAX_DIGITS,
     MAX_HOSTS,
     HostCount,

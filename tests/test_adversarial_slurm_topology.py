@@ -13,8 +13,8 @@ from unittest import mock
 import pytest
 
 from topology import TopologyError
-from topology._preflight.allocation import hostlist
-from topology._preflight.allocation.slurm_topology import parse_slurm_topology
+from topology._machine import hostlist
+from topology._machine.readers.slurm_topology import parse_slurm_topology
 
 HUGE = "9" * 5000
 

@@ -13,8 +13,8 @@ from unittest import mock
 import pytest
 
 from topology import TopologyError
-from topology._preflight.allocation import hostlist
-from topology._preflight.allocation.topograph import parse_topograph, read_topograph
+from topology._machine import hostlist
+from topology._machine.readers.topograph import parse_topograph, read_topograph
 
 HUGE = "9" * 5000
 

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from topology import Allocation, Cluster, Host, Location, Tier, TopologyError
-from topology._preflight.allocation.hostlist import natural_key
-from topology._preflight.allocation.hosts import LAUNCHER_ORDERS, launcher_order
+from topology._machine.hostlist import natural_key
+from topology._machine.hosts import LAUNCHER_ORDERS, launcher_order
 
 RACK = Tier("rack", bandwidth=900e9, latency=2e-6, nvlink=True)
 LEAF = Tier("leaf", bandwidth=50e9, latency=10e-6)

@@ -21,17 +21,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Allocation, Host, Tier, TopologyError
-from topology._preflight.allocation.hostfile import parse_hostfile, read_hostfile
-from topology._preflight.allocation.hostlist import (
+from topology._machine.hostlist import (
     MAX_HOSTS,
     compress_hostlist,
     expand_hostlist,
     natural_key,
     slurm_key,
 )
-from topology._preflight.allocation.native_format import allocation_from_dict, read_allocation
-from topology._preflight.allocation.slurm_topology import parse_slurm_topology, read_slurm_topology
-from topology._preflight.allocation.topograph import parse_topograph, read_topograph
+from topology._machine.readers.hostfile import parse_hostfile, read_hostfile
+from topology._machine.readers.native_format import allocation_from_dict, read_allocation
+from topology._machine.readers.slurm_topology import parse_slurm_topology, read_slurm_topology
+from topology._machine.readers.topograph import parse_topograph, read_topograph
 
 
 def exactly(message: str) -> Any:

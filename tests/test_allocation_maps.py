@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Allocation, Cluster, Host, Tier, TopologyError
-from topology._preflight.allocation.hosts import tier_index
-from topology._preflight.allocation.rankmap import RankMap
+from topology._machine.hosts import tier_index
+from topology._machine.rankmap import RankMap
 
 
 def exactly(message: str) -> Any:

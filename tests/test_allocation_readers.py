@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from topology import Allocation, TopologyError
-from topology._preflight.allocation.hostfile import parse_hostfile, read_hostfile
-from topology._preflight.allocation.native_format import allocation_from_dict, read_allocation
-from topology._preflight.allocation.slurm_topology import parse_slurm_topology, read_slurm_topology
-from topology._preflight.allocation.topograph import parse_topograph, read_topograph
+from topology._machine.readers.hostfile import parse_hostfile, read_hostfile
+from topology._machine.readers.native_format import allocation_from_dict, read_allocation
+from topology._machine.readers.slurm_topology import parse_slurm_topology, read_slurm_topology
+from topology._machine.readers.topograph import parse_topograph, read_topograph
 
 DATA = Path(__file__).parent / "data" / "allocation"
 

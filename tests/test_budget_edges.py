@@ -18,9 +18,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from topology import Topology
+from topology._megatron.shapes import shape_of
 from topology._preflight import budget
 from topology._preflight.budget import nvls_groups, nvls_groups_sampled
-from topology._preflight.placement import shape_of
 from topology.strategies import topologies
 
 

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from topology import Allocation, Cluster, Host, Tier, Topology, TopologyError
-from topology._preflight.allocation.rankmap import RankMap
+from topology._machine.rankmap import RankMap
 from topology.cost import (
     A100_NODE,
     H100_NODE,

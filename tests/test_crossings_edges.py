@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Allocation, Host, Tier, Topology, TopologyError, check, crossings
+from topology._megatron.shapes import shape_of
 from topology._preflight.crossings import Crossings, distinct_kinds, host_sets
-from topology._preflight.placement import shape_of
 from topology.strategies import topologies
 
 # -- laws: host sets and kind sharing equal brute force -------------------------------------------

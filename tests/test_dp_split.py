@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Topology
-from topology._preflight.placement import shape_of
+from topology._megatron.shapes import shape_of
 
 
 @st.composite

@@ -15,9 +15,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from topology import TopologyError
-from topology._preflight.allocation.hostfile import parse_hostfile, read_hostfile
-from topology._preflight.allocation.slurm_topology import read_slurm_topology
-from topology._preflight.allocation.textfile import (
+from topology._machine.readers.hostfile import parse_hostfile, read_hostfile
+from topology._machine.readers.slurm_topology import read_slurm_topology
+from topology._machine.textfile import (
     BOM,
     check_host_name,
     host_name_problem,

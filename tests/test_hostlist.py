@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from topology import TopologyError
-from topology._preflight.allocation.hostlist import (
+from topology._machine.hostlist import (
     MAX_HOSTS,
     compress_hostlist,
     expand_hostlist,

@@ -220,34 +220,84 @@ def test_the_core_does_not_import_the_adapter() -> None:
     assert back == []
 
 
-LAYERS = (
-    ("topology._errors", "topology._args", "topology._fields", "topology._datafile"),
-    ("topology._layout",),
-    ("topology._megatron",),
-    ("topology._modules",),
-    ("topology._preflight",),
-    ("topology._reshape", "topology._transfer"),
-)
-"""The core's layers, lowest first: a module imports only from its own layer or lower ones."""
+BASE = ("topology._errors", "topology._args", "topology._fields", "topology._datafile")
+"""The foundation every layer may use: errors, argument checks, attrs fields, data files."""
+
+LAYERS: dict[str, tuple[str, ...]] = {
+    "topology._layout": (),
+    "topology._megatron": ("topology._layout",),
+    "topology._machine": (),
+    "topology._modules": ("topology._layout", "topology._megatron", "topology._machine"),
+    "topology._transfer": ("topology._layout", "topology._megatron", "topology._machine"),
+    "topology._reshape": ("topology._layout", "topology._megatron", "topology._machine"),
+    "topology._preflight": (
+        "topology._layout",
+        "topology._megatron",
+        "topology._machine",
+        "topology._modules",
+    ),
+    "topology.cost": (
+        "topology._layout",
+        "topology._megatron",
+        "topology._machine",
+        "topology._preflight",
+    ),
+}
+"""The core's layers, each with the layers below it that it may import (besides :data:`BASE`
+and itself). The machine (hosts, tiers, allocations, ``Cluster``) stands apart from the layout
+algebra and below everything that reasons about real hardware; modules, transfers and reshapes
+never reach into the pre-launch checks. ``_cli``, ``strategies`` and the package root sit on
+top and may import any layer."""
 
 
-def _layer(module: str) -> int | None:
-    for level, prefixes in enumerate(LAYERS):
-        if any(_inside(module, prefix) for prefix in prefixes):
-            return level
-    return None
+def _layer(module: str) -> str | None:
+    """The layer ``module`` belongs to (``"base"`` for the foundation), None above the layers."""
+    if any(_inside(module, prefix) for prefix in BASE):
+        return "base"
+    return next((layer for layer in LAYERS if _inside(module, layer)), None)
+
+
+def _may_import(layer: str, target: str) -> bool:
+    return target in ("base", layer) or (layer != "base" and target in LAYERS[layer])
+
+
+def test_the_layers_are_listed_below_one_another() -> None:
+    """Each layer may import only layers listed before it (the table itself has no cycle)."""
+    names = list(LAYERS)
+    assert all(names.index(low) < names.index(layer) for layer in names for low in LAYERS[layer])
 
 
 def test_the_core_layers_import_only_downwards() -> None:
-    """_layout never imports _megatron, _modules or _preflight; _megatron never imports _modules
-    or _preflight; _modules never imports _preflight."""
+    """No module imports a layer its own layer may not use: _layout never imports _megatron,
+    _machine never imports the layout algebra, _modules, _transfer and _reshape never import
+    _preflight, and nothing below the cost model imports it."""
     upward = sorted(
         (module, target)
         for module, targets in _graph().items()
         for target in targets
-        if (low := _layer(module)) is not None
-        and (high := _layer(target)) is not None
-        and high > low
+        if (layer := _layer(module)) is not None
+        and (other := _layer(target)) is not None
+        and not _may_import(layer, other)
     )
     assert upward == []
-    assert all(_layer(m) is not None for m in MODULES if _inside(m, "topology._layout"))
+
+
+def test_every_core_module_below_the_top_has_a_layer() -> None:
+    """Every private core package is in the layer table (a new one must be placed)."""
+    top = ("topology", "topology.__main__", "topology.strategies")
+    unplaced = [
+        m
+        for m in MODULES
+        if _inside(m, "topology")
+        and m not in top
+        and not _inside(m, "topology._cli")
+        and _layer(m) is None
+    ]
+    assert unplaced == []
+
+
+def test_the_machine_layer_is_below_the_hardware_reasoning_layers() -> None:
+    """The layer rule the machine move was for: these layers use the machine, never preflight."""
+    for layer in ("topology._modules", "topology._transfer", "topology._reshape"):
+        assert "topology._machine" in LAYERS[layer] and "topology._preflight" not in LAYERS[layer]
+    assert LAYERS["topology._machine"] == ()

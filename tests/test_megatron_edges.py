@@ -18,7 +18,7 @@ from topology._layout.runs import Runs
 from topology._megatron import kinds
 from topology._megatron.kinds import KindSpec
 from topology._megatron.pipeline import Pipeline, virtual_layers
-from topology._preflight.placement import shape_of
+from topology._megatron.shapes import shape_of
 from topology.strategies import topologies
 
 BUDGET = settings().max_examples  # the loaded profile's budget (fewer under `mutation`)

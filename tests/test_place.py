@@ -25,8 +25,8 @@ from topology import (
     crossings,
     place,
 )
-from topology._preflight.allocation.hosts import LAUNCHER_ORDERS
-from topology._preflight.place_bound import lower_bound
+from topology._machine.hosts import LAUNCHER_ORDERS
+from topology._preflight.place.bound import lower_bound
 from topology.cost import H100_NODE, MODELS, estimate
 
 FAST = ("tp", "etp")

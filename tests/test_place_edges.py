@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from topology import Allocation, Host, Tier, Topology, TopologyError, place
 from topology._preflight.crossings import KIND_CLASSES
-from topology._preflight.place import _Structure
-from topology._preflight.place_bound import key_bound, lower_bound
+from topology._preflight.place.bound import key_bound, lower_bound
+from topology._preflight.place.place import _Structure
 from topology.strategies import topologies
 
 

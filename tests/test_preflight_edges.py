@@ -15,9 +15,10 @@ import re
 import pytest
 
 from topology import Cluster, Topology, TopologyError
-from topology._preflight.cluster import _optional_size
+from topology._machine.cluster import _optional_size
+from topology._megatron.shapes import shape_of
 from topology._preflight.communicators import communicators
-from topology._preflight.placement import crosses_domains, placements, shape_of
+from topology._preflight.placement import crosses_domains, placements
 from topology._preflight.rules import _Context, _crossing
 
 # -- Cluster: the validator of nodes and nvlink_domain ------------------------------------------

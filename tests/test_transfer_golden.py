@@ -16,7 +16,7 @@ from topology import (
 )
 from topology._cli.main import main
 from topology._transfer.models import weights
-from topology._transfer.placement import layer_chunks
+from topology._transfer.param_placement import layer_chunks
 
 # Each row: layout, weight, num_layers -> (shard index, stage, chunk, ranks, ranges) per shard.
 # Invariant: the ranks of one stage's shards partition the stage; ranges tile the cut dim.

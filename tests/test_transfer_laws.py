@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Allocation, Host, RankMap, Tier, Topology
+from topology._transfer.param_placement import param_placement
 from topology._transfer.params import Param
-from topology._transfer.placement import param_placement
 from topology._transfer.plan import transfer
 from topology.strategies import topologies
 

@@ -19,7 +19,7 @@ import pytest
 
 from topology import Param, PipelineSplit, Topology, TopologyError, param_placement, transfer
 from topology._cli.main import main
-from topology._transfer.placement import layer_chunks
+from topology._transfer.param_placement import layer_chunks
 
 NEMO_RL = PipelineSplit(first_stage_layers=3, last_stage_layers=2)
 BRIDGE = PipelineSplit(layout="Et*4|(t*4|)*14,tmL")

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from benchmarks._peers import PeerPlanner
 from tests.test_transfer_laws import GTP, Case, cases
 from topology import RankMap, Topology
+from topology._transfer.param_placement import param_placement, pieces
 from topology._transfer.params import Param
-from topology._transfer.placement import param_placement, pieces
 from topology._transfer.plan import TransferOp, transfer
 
 _Row = tuple[int, int, int, int, int, int, int, int]

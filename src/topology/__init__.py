@@ -14,6 +14,15 @@ from ._layout.grid import Grid
 from ._layout.groups import DerivedGroups, GroupList, OrthogonalGroups  # noqa: F401 (kept importable)
 from ._layout.hierarchy import hierarchical_groups
 from ._layout.kind import Kind
+from ._machine.allocation import Allocation
+from ._machine.cluster import Cluster
+from ._machine.hostlist import compress_hostlist, expand_hostlist
+from ._machine.hosts import Host, Tier
+from ._machine.rankmap import Location, RankMap
+from ._machine.readers.hostfile import read_hostfile
+from ._machine.readers.native_format import read_allocation
+from ._machine.readers.slurm_topology import read_slurm_topology
+from ._machine.readers.topograph import read_topograph
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
 from ._megatron.split.split import PipelineSplit
@@ -22,27 +31,18 @@ from ._modules.bridge import Bridge, Handoff, bridge
 from ._modules.module import Module
 from ._modules.modules import Modules
 from ._modules.schedule import Creation
-from ._preflight.allocation.hostfile import read_hostfile
-from ._preflight.allocation.hostlist import compress_hostlist, expand_hostlist
-from ._preflight.allocation.hosts import Host, Tier
-from ._preflight.allocation.model import Allocation
-from ._preflight.allocation.native_format import read_allocation
-from ._preflight.allocation.rankmap import Location, RankMap
-from ._preflight.allocation.slurm_topology import read_slurm_topology
-from ._preflight.allocation.topograph import read_topograph
 from ._preflight.check import check
-from ._preflight.cluster import Cluster
 from ._preflight.crossings import Crossings, crossings
 from ._preflight.findings import Finding
 from ._preflight.modules.check import check_modules
 from ._preflight.modules.place import ModulesArrangement, place_modules
 from ._preflight.modules.report import ModulesReport
-from ._preflight.place import Arrangement, place
+from ._preflight.place.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
 from ._reshape.reshape import Reshape, reshape
+from ._transfer.param_placement import ParamPlacement, ParamShard, param_placement
 from ._transfer.params import Param
-from ._transfer.placement import ParamPlacement, ParamShard, param_placement
 from ._transfer.plan import Transfer, TransferOp, transfer
 
 __all__ = [

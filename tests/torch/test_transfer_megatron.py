@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 
 from benchmarks._peers import plan_rows
 from topology import Topology
+from topology._transfer.param_placement import param_placement
 from topology._transfer.params import Param
-from topology._transfer.placement import param_placement
 from topology._transfer.plan import transfer
 from topology.strategies import topologies
 

@@ -27,15 +27,15 @@ from collections import Counter
 
 from .._args import show
 from .._errors import TopologyError
-from .._preflight.allocation.hostfile import read_hostfile
-from .._preflight.allocation.hostlist import expand_hostlist
-from .._preflight.allocation.hosts import LAUNCHER_ORDERS
-from .._preflight.allocation.model import Allocation, Host
-from .._preflight.allocation.native_format import read_allocation
-from .._preflight.allocation.rankmap import RankMap
-from .._preflight.allocation.slurm_topology import read_slurm_topology
-from .._preflight.allocation.textfile import check_host_name, lines, read_text
-from .._preflight.allocation.topograph import read_topograph
+from .._machine.allocation import Allocation, Host
+from .._machine.hostlist import expand_hostlist
+from .._machine.hosts import LAUNCHER_ORDERS
+from .._machine.rankmap import RankMap
+from .._machine.readers.hostfile import read_hostfile
+from .._machine.readers.native_format import read_allocation
+from .._machine.readers.slurm_topology import read_slurm_topology
+from .._machine.readers.topograph import read_topograph
+from .._machine.textfile import check_host_name, lines, read_text
 from .common import CliError, Once, cluster_flags_given, int_type
 
 __all__ = [

@@ -6,11 +6,11 @@ import argparse
 import sys
 from typing import Any
 
+from .._machine.cluster import Cluster
+from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
-from .._preflight.allocation.rankmap import RankMap
 from .._preflight.budget import NVLS_LIMIT
 from .._preflight.check import check
-from .._preflight.cluster import Cluster
 from .allocation_args import (
     add_allocation_arguments,
     allocation_from_args,

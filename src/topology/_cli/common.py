@@ -20,8 +20,8 @@ from typing import Any, NoReturn
 from .._args import MAX_WORLD_SIZE, show
 from .._datafile import read_data
 from .._errors import TopologyError
+from .._machine.cluster import Cluster
 from .._megatron.topology import Topology
-from .._preflight.cluster import Cluster
 from .text import escape_controls
 
 __all__ = [

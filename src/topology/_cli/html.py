@@ -20,8 +20,8 @@ import json
 from html import escape
 from typing import Any
 
+from .._machine.cluster import Cluster
 from .._megatron.topology import Topology
-from .._preflight.cluster import Cluster
 from .colours import palette, text_on
 from .picture import label
 

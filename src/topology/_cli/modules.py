@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .._machine.cluster import Cluster
+from .._machine.rankmap import RankMap
 from .._modules.modules import Modules
-from .._preflight.allocation.rankmap import RankMap
-from .._preflight.cluster import Cluster
 from .._preflight.modules.check import check_modules
 from .._preflight.modules.place import ModulesArrangement, place_modules
 from .allocation_args import (

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from .._machine.cluster import Cluster
 from .._megatron.topology import Topology
-from .._preflight.cluster import Cluster
 from .colours import palette, text_on
 from .text import wrap
 

@@ -29,10 +29,10 @@ import argparse
 import sys
 from typing import Any
 
-from .._preflight.allocation.model import Allocation
-from .._preflight.allocation.rankmap import RankMap
-from .._preflight.allocation.textfile import check_host_name
-from .._preflight.place import Arrangement, place
+from .._machine.allocation import Allocation
+from .._machine.rankmap import RankMap
+from .._machine.textfile import check_host_name
+from .._preflight.place.place import Arrangement, place
 from .allocation_args import (
     add_allocation_arguments,
     allocation_from_args,

@@ -6,10 +6,10 @@ import argparse
 from typing import Any
 
 from .._errors import TopologyError
+from .._machine.cluster import Cluster
+from .._machine.hostlist import compress_hostlist
+from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
-from .._preflight.allocation.hostlist import compress_hostlist
-from .._preflight.allocation.rankmap import RankMap
-from .._preflight.cluster import Cluster
 from .._preflight.crossings import NODE_TIER, Crossings, crossings
 from .._preflight.placement import placement
 from .allocation_args import (

@@ -25,10 +25,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .._megatron.shapes import shape_of
 from .._megatron.topology import Topology
 from .communicators import kind_names, option_ids
 from .crossings import distinct_kinds
-from .placement import shape_of
 
 __all__ = [
     "DOMAIN_SAMPLE",

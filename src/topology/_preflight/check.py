@@ -21,9 +21,10 @@ from typing import Any
 
 from .._args import show
 from .._errors import TopologyError
+from .._machine.allocation import Allocation
+from .._machine.cluster import Cluster
+from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
-from .allocation.model import Allocation
-from .allocation.rankmap import RankMap
 from .budget import (
     DOMAIN_SAMPLE,
     NCCL_MEMORY,
@@ -32,7 +33,6 @@ from .budget import (
     nvls_groups_in,
     nvls_groups_sampled,
 )
-from .cluster import Cluster
 from .communicators import communicators
 from .crossings import Crossings, crossings
 from .findings import SEVERITIES, Finding
@@ -174,7 +174,7 @@ def _map_findings(
     if topology.rank_offset or len({h.gpus for h in rank_map.hosts}) > 1:
         return []
     # Imported here: place imports check's neighbours, and check is imported by place's users.
-    from .place import place
+    from .place.place import place
 
     allocation = Allocation(rank_map.hosts, rank_map.tiers)
     codes = {f.code for f in layout}

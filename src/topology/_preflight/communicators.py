@@ -26,8 +26,8 @@ from .._args import show
 from .._errors import TopologyError
 from .._fields import pairs, whole
 from .._layout.groups import Ranks
+from .._megatron.shapes import shape_of
 from .._megatron.topology import Topology
-from .placement import shape_of
 
 _COMPARE_LIMIT = 1 << 16
 """Rank sets up to this size are compared rank by rank; larger ones by their structure."""

@@ -35,10 +35,10 @@ from .._args import format_choices, show
 from .._errors import TopologyError
 from .._fields import tuple_of
 from .._layout.runs import max_gap, point, top, volume
+from .._machine.hosts import NODE_TIER
+from .._machine.rankmap import RankMap
+from .._megatron.shapes import shape_of
 from .._megatron.topology import Topology
-from .allocation.hosts import NODE_TIER
-from .allocation.rankmap import RankMap
-from .placement import shape_of
 
 __all__ = [
     "KIND_CLASSES",

@@ -1,9 +1,9 @@
 """Where the groups of each kind land on nodes: one :class:`Placement` row per kind (private).
 
-Every kind's groups are translates ``base + X`` of one offset set (a :class:`Shape`, built here
-from the kind's grid axes by :func:`shape_of`); how many nodes or NVLink domains a translate
-touches is layout algebra (:mod:`topology._layout.spans`), computed in time independent of the
-world size. A kind whose groups are no such family (an ``intra-dp-cp`` chunk that cuts an axis
+Every kind's groups are translates ``base + X`` of one offset set (a :class:`Shape`, read from the
+kind table by :func:`~topology._megatron.shapes.shape_of`); how many nodes or NVLink domains a
+translate touches is layout algebra (:mod:`topology._layout.spans`), computed in time independent of
+the world size. A kind whose groups are no such family (an ``intra-dp-cp`` chunk that cuts an axis
 unevenly) is measured group by group: on every group when the world is small and on the first,
 middle and last groups otherwise (``exact`` says which).
 """
@@ -16,25 +16,15 @@ import attrs
 
 from .._fields import flag, text, whole
 from .._layout.ranks import Ranks
-from .._layout.spans import Shape, ranks_units
-from .._megatron.kinds import spec_of
+from .._layout.spans import ranks_units
+from .._machine.cluster import Cluster
+from .._megatron.shapes import shape_of
 from .._megatron.topology import Topology
-from .cluster import Cluster
 
-__all__ = ["Placement", "crosses_domains", "placement", "placements", "shape_of"]
+__all__ = ["Placement", "crosses_domains", "placement", "placements"]
 
 _ENUMERATE_LIMIT = 1 << 16
 """Irregular kinds are measured on every group up to this many ranks, else on samples."""
-
-
-def shape_of(topo: Topology, kind: str) -> Shape | None:
-    """The translate structure of ``kind``'s groups (from the kind table), or None if irregular.
-
-    >>> shape_of(Topology(16, tp=2, pp=4), "dp")
-    Shape(inner=((2, 2),), explicit=(), outer=((2, 1), (4, 4)), offset=0)
-    """
-    name = topo.kind(kind).name
-    return spec_of(name).shape(topo, name)
 
 
 def _as_ranks(ranks: Sequence[int]) -> Ranks:

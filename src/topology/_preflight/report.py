@@ -14,9 +14,9 @@ from typing import Any
 import attrs
 
 from .._fields import instance, tuple_of
+from .._machine.cluster import Cluster
+from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
-from .allocation.rankmap import RankMap
-from .cluster import Cluster
 from .communicators import Communicators
 from .crossings import Crossings
 from .findings import Finding

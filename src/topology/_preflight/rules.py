@@ -13,11 +13,12 @@ from itertools import permutations
 import attrs
 
 from .._errors import TopologyError
+from .._machine.cluster import Cluster
+from .._megatron.shapes import shape_of
 from .._megatron.topology import Topology
-from .cluster import Cluster
 from .communicators import Communicators
 from .findings import Finding
-from .placement import Placement, placement, shape_of
+from .placement import Placement, placement
 
 __all__ = ["RULES", "run_rules"]
 

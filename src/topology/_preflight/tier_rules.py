@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import attrs
 
+from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
-from .allocation.rankmap import RankMap
 from .budget import NVLS_LIMIT
 from .communicators import Communicators
 from .crossings import Crossings, distinct_kinds

@@ -14,8 +14,8 @@ from itertools import compress
 import attrs
 
 from .._errors import TopologyError
+from .._machine.allocation import Allocation
 from .._megatron.topology import Topology
-from .._preflight.allocation.model import Allocation
 from .shards import replica_axis, shard_codes, shard_digits, shard_key
 
 __all__ = ["Candidate", "drop", "shrink", "spares"]

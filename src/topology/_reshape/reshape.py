@@ -8,11 +8,11 @@ import attrs
 
 from .._args import show
 from .._errors import TopologyError
+from .._machine.allocation import Allocation
 from .._megatron.topology import Topology
-from .._preflight.allocation.model import Allocation
 from . import policies
-from .communicators import KindChange, classify
 from .policies import Candidate
+from .regroup import KindChange, classify
 
 __all__ = ["POLICIES", "KindChange", "Reshape", "reshape"]
 

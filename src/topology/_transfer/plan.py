@@ -1,13 +1,13 @@
 """The transfer plan: which rank sends which slice of which weight to which rank (private).
 
 For every weight the cut dims of both layouts are intersected shard range by shard range
-(:func:`~topology._transfer.placement.pieces`: part by part, GTP blocks included) into *pieces*
-``[lo, hi)``, each held by the ranks of one source shard (its *holders*) and needed by the ranks
-of one destination shard (its *receivers*). A receiver that holds the piece already (colocated
+(:func:`~topology._transfer.param_placement.pieces`: part by part, GTP blocks included) into
+*pieces* ``[lo, hi)``, each held by the ranks of one source shard (its *holders*) and needed by the
+ranks of one destination shard (its *receivers*). A receiver that holds the piece already (colocated
 layouts) needs nothing. When the allocation has an NVLink tier (an NVL72 rack), the others are
-grouped by its domains and draw from the holders in their own domain when there are any, else
-from every holder. (Hosts alone are not a preference: keeping each host's traffic inside it
-costs balance, 1.12x the bound for Llama-70B tp8 x pp8 -> tp16 on 4-GPU hosts.)
+grouped by its domains and draw from the holders in their own domain when there are any, else from
+every holder. (Hosts alone are not a preference: keeping each host's traffic inside it costs
+balance, 1.12x the bound for Llama-70B tp8 x pp8 -> tp16 on 4-GPU hosts.)
 
 Algorithm (balance): a piece needed by ``R`` receivers and held by ``H`` holders is cut into
 ``s = max(1, H // R)`` near-equal sub-pieces along the cut dim; of the ``R * s`` units each holder
@@ -36,12 +36,12 @@ import attrs
 
 from .._args import show
 from .._errors import TopologyError
+from .._machine.allocation import Allocation
+from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit, check_split
 from .._megatron.topology import Topology
-from .._preflight.allocation.model import Allocation
-from .._preflight.allocation.rankmap import RankMap
+from .param_placement import param_placement, placement_key
 from .params import Param
-from .placement import param_placement, placement_key
 from .planner import (
     Block,
     Pattern,
@@ -367,7 +367,7 @@ def transfer(
             DeepSeek-V3 pp 16 recipe is ``PipelineSplit(first_stage_layers=3,
             last_stage_layers=2)``). None: the even split, and where ``pp * vpp`` does not
             divide the layers (Megatron refuses), the longer chunks first
-            (:func:`~topology._transfer.placement.layer_chunks`).
+            (:func:`~topology._transfer.param_placement.layer_chunks`).
 
     Returns:
         A :class:`Transfer`.

@@ -29,12 +29,12 @@ from typing import Any
 
 import attrs
 
+from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
-from .._preflight.allocation.rankmap import RankMap
 from .bounds import peer_bounds, send_bound
+from .param_placement import param_placement, piece_ranks, placement_key
 from .params import Param
-from .placement import param_placement, piece_ranks, placement_key
 
 __all__ = [
     "Block",
@@ -55,7 +55,7 @@ __all__ = [
 
 Rows = tuple[int, int, int, int]
 """(start, stop, src_start, dst_start) along dim 0: the GTP rows of a 2-D block (see
-:data:`~topology._transfer.placement.Piece`)."""
+:data:`~topology._transfer.param_placement.Piece`)."""
 
 Row = (
     tuple[int, int, int, int, int, int, int, int]

@@ -10,9 +10,9 @@ import attrs
 
 from .._args import show
 from .._errors import TopologyError
+from .._machine.cluster import Cluster
+from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
-from .._preflight.allocation.rankmap import RankMap
-from .._preflight.cluster import Cluster
 from .._preflight.placement import crosses_domains
 from ._collectives import ring_all_gather, ring_all_reduce, send, two_level_all_reduce
 from ._fields import (

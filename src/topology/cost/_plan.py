@@ -10,11 +10,11 @@ import attrs
 
 from .._args import MAX_WORLD_SIZE, divisors, show
 from .._errors import TopologyError
+from .._machine.allocation import Allocation
+from .._machine.cluster import Cluster
+from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
-from .._preflight.allocation.model import Allocation
-from .._preflight.allocation.rankmap import RankMap
 from .._preflight.check import check
-from .._preflight.cluster import Cluster
 from ._estimate import DIMENSIONS, Estimate, estimate
 from ._fields import check_count, check_flag, check_instance, count, flag, instance_of, text
 from ._hardware import H100_NODE, Hardware

@@ -8,8 +8,8 @@ import attrs
 
 from .._args import show
 from .._errors import TopologyError
+from .._machine.cluster import Cluster
 from .._megatron.topology import Topology
-from .._preflight.cluster import Cluster
 from ._collectives import sequential_ring
 from ._estimate import Estimate, estimate
 from ._fields import amount, as_float, instance_of, optional, text

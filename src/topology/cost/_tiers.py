@@ -33,9 +33,9 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from .._machine.hosts import Tier
+from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
-from .._preflight.allocation.hosts import Tier
-from .._preflight.allocation.rankmap import RankMap
 from ._collectives import ring_all_reduce, two_level_all_reduce
 from ._hardware import Hardware, Link
 

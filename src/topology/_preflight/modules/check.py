@@ -15,12 +15,12 @@ import attrs
 
 from ..._args import show
 from ..._errors import TopologyError
+from ..._machine.cluster import Cluster
+from ..._machine.rankmap import RankMap
 from ..._megatron.topology import Topology
 from ..._modules.modules import Modules
-from ..allocation.rankmap import RankMap
 from ..budget import NCCL_MEMORY, NVLS_LIMIT
 from ..check import check
-from ..cluster import Cluster
 from ..findings import SEVERITIES, Finding
 from ..report import Report
 from .budget import ModulesBudget, modules_budget

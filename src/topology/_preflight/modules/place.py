@@ -17,11 +17,11 @@ import attrs
 
 from ..._args import show
 from ..._errors import TopologyError
+from ..._machine.allocation import Allocation
 from ..._megatron.topology import Topology
 from ..._modules.modules import Modules
-from ..allocation.model import Allocation
 from ..crossings import Crossings, crossings
-from ..place import place
+from ..place.place import place
 
 __all__ = ["ModulesArrangement", "place_modules"]
 

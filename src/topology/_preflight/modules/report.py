@@ -6,10 +6,10 @@ from typing import Any
 
 import attrs
 
+from ..._machine.cluster import Cluster
+from ..._machine.rankmap import RankMap
 from ..._modules.module import span_text
 from ..._modules.modules import Modules
-from ..allocation.rankmap import RankMap
-from ..cluster import Cluster
 from ..findings import Finding
 from ..report import Report
 from .budget import ModulesBudget

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from .place_search import WeightedSet
+from .search import WeightedSet
 
 __all__ = ["EXACT_HOSTS", "EXACT_NODES", "Searched", "affordable", "host_types", "search"]
 

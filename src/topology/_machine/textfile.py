@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..._args import show
-from ..._datafile import _read_bytes
-from ..._errors import TopologyError
+from .._args import show
+from .._datafile import _read_bytes
+from .._errors import TopologyError
 from .hostlist import expand_hostlist
 
 __all__ = ["BOM", "check_host_name", "host_name_problem", "lines", "read_text", "selected_hosts"]

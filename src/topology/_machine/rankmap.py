@@ -27,10 +27,10 @@ from typing import Any
 
 import attrs
 
-from ..._args import show
-from ..._errors import TopologyError
-from ..._fields import text, tuple_of, whole
-from ..cluster import Cluster
+from .._args import show
+from .._errors import TopologyError
+from .._fields import text, tuple_of, whole
+from .cluster import Cluster
 from .hosts import Host, Tier, tier_index
 
 __all__ = ["Location", "RankMap"]

@@ -10,8 +10,8 @@ import attrs
 
 from .._layout.runs import point, volume
 from .._layout.spans import Shape
+from .._megatron.shapes import shape_of
 from .._megatron.topology import Topology
-from .._preflight.placement import shape_of
 
 __all__ = ["KindChange", "classify"]
 

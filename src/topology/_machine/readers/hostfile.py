@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from ..._args import show
 from ..._errors import TopologyError
-from .hostlist import HostCount
-from .hosts import MAX_GPUS_PER_HOST, check_gpus
-from .model import Allocation, Host
-from .textfile import check_host_name, lines, read_text
+from ..allocation import Allocation, Host
+from ..hostlist import HostCount
+from ..hosts import MAX_GPUS_PER_HOST, check_gpus
+from ..textfile import check_host_name, lines, read_text
 
 __all__ = ["parse_hostfile", "read_hostfile"]
 

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from ..._args import show
 from ..._datafile import read_data
 from ..._errors import TopologyError
-from .hosts import check_gpus
-from .model import Allocation, Host, Tier
-from .textfile import selected_hosts
+from ..allocation import Allocation, Host, Tier
+from ..hosts import check_gpus
+from ..textfile import selected_hosts
 
 __all__ = ["NVLINK_LABEL", "parse_topograph", "read_topograph"]
 

@@ -15,16 +15,16 @@ component sizes divide each other, as they do for any grid, this keeps the most 
 every level whole (a component placed whole costs its domain exactly its size, so it never
 spoils a finer level). Several packings (domains in name order within their outer domains,
 largest first, best fit, tier by tier; confined to one outer domain when one holds the job;
-two component trees, :mod:`.place_pack`), the swaps of :mod:`.place_search` and the launcher
+two component trees, :mod:`.pack`), the swaps of :mod:`.search` and the launcher
 orders themselves are scored with :func:`~.crossings.crossing_row`; the lowest score wins,
 the launcher's own order on ties, so ``place`` never does worse than the launcher.
 
-Exact where it says so: on every allocation of up to :data:`~.place_exact.EXACT_HOSTS` (8)
+Exact where it says so: on every allocation of up to :data:`~.exact.EXACT_HOSTS` (8)
 hosts, and on larger ones whose host types and slots are few enough
-(:func:`~.place_exact.affordable`: at most 109,600 nodes, well under a second), a branch and
-bound over host orders (:mod:`.place_exact`) then proves the least key, every class and tier,
+(:func:`~.exact.affordable`: at most 109,600 nodes, well under a second), a branch and
+bound over host orders (:mod:`.exact`) then proves the least key, every class and tier,
 and replaces the winner only by a strictly better order. Elsewhere the heuristics stand, and
-:func:`~.place_bound.key_bound` bounds each entry of the key from below:
+:func:`~.bound.key_bound` bounds each entry of the key from below:
 :attr:`Arrangement.proven` says which entries the bound proves, :attr:`Arrangement.optimal`
 whether all are (the 64-host fat tree of ``benchmarks/bench_place.py``: its dense layout is
 proven optimal, the MoE one through its ep/cp entries).
@@ -45,13 +45,13 @@ from typing import Any
 
 import attrs
 
-from .._args import show
-from .._errors import TopologyError
-from .._fields import instance, text, tuple_of
-from .._megatron.topology import Topology
-from .allocation.model import LAUNCHER_ORDERS, Allocation
-from .allocation.rankmap import RankMap
-from .crossings import (
+from ..._args import show
+from ..._errors import TopologyError
+from ..._fields import instance, text, tuple_of
+from ..._machine.allocation import LAUNCHER_ORDERS, Allocation
+from ..._machine.rankmap import RankMap
+from ..._megatron.topology import Topology
+from ..crossings import (
     KIND_CLASSES,
     NODE_TIER,
     PLACED_KINDS,
@@ -62,10 +62,10 @@ from .crossings import (
     distinct_kinds,
     slot_sets,
 )
-from .place_bound import key_bound
-from .place_exact import affordable, search
-from .place_pack import Component, packings, tree
-from .place_search import WeightedSet, improve
+from .bound import key_bound
+from .exact import affordable, search
+from .pack import Component, packings, tree
+from .search import WeightedSet, improve
 
 __all__ = ["Arrangement", "StepTime", "place"]
 

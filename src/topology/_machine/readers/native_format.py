@@ -37,9 +37,9 @@ from typing import Any
 from ..._args import show
 from ..._datafile import read_data
 from ..._errors import TopologyError
-from .hostlist import HostCount
-from .hosts import check_gpus
-from .model import Allocation, Host, Tier
+from ..allocation import Allocation, Host, Tier
+from ..hostlist import HostCount
+from ..hosts import check_gpus
 
 __all__ = ["allocation_from_dict", "read_allocation"]
 

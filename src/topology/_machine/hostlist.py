@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..._args import show
-from ..._errors import TopologyError
+from .._args import show
+from .._errors import TopologyError
 
 __all__ = [
     "MAX_DIGITS",

@@ -43,10 +43,10 @@ from typing import Literal
 
 from ..._args import show
 from ..._errors import TopologyError
-from .hostlist import HostCount
-from .hosts import check_gpus
-from .model import Allocation, Host, Tier
-from .textfile import lines, read_text, selected_hosts
+from ..allocation import Allocation, Host, Tier
+from ..hostlist import HostCount
+from ..hosts import check_gpus
+from ..textfile import lines, read_text, selected_hosts
 
 __all__ = ["parse_slurm_topology", "read_slurm_topology"]
 

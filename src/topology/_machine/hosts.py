@@ -1,5 +1,5 @@
 """Hosts, tiers and launcher orders: the parts an :class:`~.allocation.Allocation` is made of
-(private; see :mod:`topology._preflight.allocation.model` for the model and the orders' sources).
+(private; see :mod:`topology._machine.allocation` for the model and the orders' sources).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 import attrs
 
-from ..._args import format_choices, show
-from ..._errors import TopologyError
-from ..._fields import flag, text
+from .._args import format_choices, show
+from .._errors import TopologyError
+from .._fields import flag, text
 from .hostlist import natural_key, slurm_key
 from .textfile import check_host_name
 

@@ -43,10 +43,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from .._megatron.topology import Topology
-from .allocation.model import Allocation
-from .crossings import distinct_kinds, slot_sets
-from .place_search import WeightedSet
+from ..._machine.allocation import Allocation
+from ..._megatron.topology import Topology
+from ..crossings import distinct_kinds, slot_sets
+from .search import WeightedSet
 
 __all__ = ["key_bound", "lower_bound"]
 

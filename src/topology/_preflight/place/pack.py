@@ -29,9 +29,9 @@ from typing import Any
 
 import attrs
 
-from .allocation.hostlist import natural_key
-from .allocation.model import Allocation
-from .crossings import HostSets
+from ..._machine.allocation import Allocation
+from ..._machine.hostlist import natural_key
+from ..crossings import HostSets
 
 __all__ = [
     "Component",

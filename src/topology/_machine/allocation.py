@@ -48,8 +48,8 @@ from typing import Any
 
 import attrs
 
-from ..._args import format_choices, show
-from ..._errors import TopologyError
+from .._args import format_choices, show
+from .._errors import TopologyError
 from .hosts import LAUNCHER_ORDERS, Host, LauncherOrder, Tier, as_tuple, launcher_order, tier_index
 from .rankmap import Location, RankMap
 

@@ -1,0 +1,1 @@
+"""One reader per allocation format, each returning an :class:`~topology.Allocation` (private)."""

@@ -1,0 +1,1 @@
+"""``place``: the host order that keeps the chattiest groups inside racks and switches (private)."""
