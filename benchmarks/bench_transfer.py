@@ -51,8 +51,7 @@ from _peers import POLICIES as PEER_POLICIES
 from _peers import plan_rows
 from _timing import median_seconds, write_result
 
-from topology import Allocation, Host, PipelineSplit, Tier, Topology
-from topology._transfer.models import Architecture, weights
+from topology import Allocation, Architecture, Host, PipelineSplit, Tier, Topology, weights
 from topology._transfer.params import Param
 from topology._transfer.plan import transfer
 
@@ -161,7 +160,7 @@ def _line(row: dict[str, Any]) -> str:
 
 def big_plan_seconds(repeat: int, reference: bool) -> dict[str, Any]:
     """One plan of 999 weights, 4,096 -> 4,096 ranks (colocated), its rows and queries."""
-    params = Architecture(166, 8192, 32000, 28672, 64, 8, 128).weights()
+    params = weights(Architecture(166, 8192, 32000, 28672, 64, 8, 128))
     src, dst = Topology(4096, tp=8, pp=8), Topology(4096, tp=16)
     found: dict[str, Any] = {"weights": len(params), "ranks": 4096}
     found["seconds"] = median_seconds(lambda: transfer(src, dst, params), repeat)

@@ -227,8 +227,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "topology._layout": (),
     "topology._megatron": ("topology._layout",),
     "topology._machine": (),
+    "topology._architecture": (),
     "topology._modules": ("topology._layout", "topology._megatron", "topology._machine"),
-    "topology._transfer": ("topology._layout", "topology._megatron", "topology._machine"),
+    "topology._transfer": (
+        "topology._layout",
+        "topology._megatron",
+        "topology._machine",
+        "topology._architecture",
+    ),
     "topology._reshape": ("topology._layout", "topology._megatron", "topology._machine"),
     "topology._preflight": (
         "topology._layout",
@@ -240,13 +246,16 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "topology._layout",
         "topology._megatron",
         "topology._machine",
+        "topology._architecture",
         "topology._preflight",
     ),
 }
 """The core's layers, each with the layers below it that it may import (besides :data:`BASE`
 and itself). The machine (hosts, tiers, allocations, ``Cluster``) stands apart from the layout
 algebra and below everything that reasons about real hardware; modules, transfers and reshapes
-never reach into the pre-launch checks. ``_cli``, ``strategies`` and the package root sit on
+never reach into the pre-launch checks. The model table (``_architecture``: a decoder's shapes and
+published sizes, the presets) stands apart too, below the two layers that read it: the transfer's
+weight lists and the cost model. ``_cli``, ``strategies`` and the package root sit on
 top and may import any layer."""
 
 
@@ -301,3 +310,17 @@ def test_the_machine_layer_is_below_the_hardware_reasoning_layers() -> None:
     for layer in ("topology._modules", "topology._transfer", "topology._reshape"):
         assert "topology._machine" in LAYERS[layer] and "topology._preflight" not in LAYERS[layer]
     assert LAYERS["topology._machine"] == ()
+
+
+def test_the_model_table_is_below_its_two_readers() -> None:
+    """One model table, in its own layer: it imports no other layer; transfer and cost read it."""
+    assert LAYERS["topology._architecture"] == ()
+    for layer in ("topology._transfer", "topology.cost"):
+        assert "topology._architecture" in LAYERS[layer]
+    edges = _graph()
+    readers = {
+        _layer(module)
+        for module, targets in edges.items()
+        if any(_inside(t, "topology._architecture") for t in targets)
+    }
+    assert {"topology._transfer", "topology.cost"} <= readers

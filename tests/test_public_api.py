@@ -7,6 +7,7 @@ from topology import strategies
 
 EXPECTED = [
     "Allocation",
+    "Architecture",
     "Arrangement",
     "AxisGroups",
     "Bridge",
@@ -55,6 +56,7 @@ EXPECTED = [
     "read_topograph",
     "reshape",
     "transfer",
+    "weights",
 ]
 
 

@@ -13,9 +13,9 @@ from topology import (
     TopologyError,
     param_placement,
     transfer,
+    weights,
 )
 from topology._cli.main import main
-from topology._transfer.models import weights
 from topology._transfer.param_placement import layer_chunks
 
 # Each row: layout, weight, num_layers -> (shard index, stage, chunk, ranks, ranges) per shard.

@@ -8,6 +8,7 @@ Standard library and attrs only; no torch. See :class:`Topology` and :class:`Gri
 ((4, 5), (5, 7), 9)
 """
 
+from ._architecture.architecture import Architecture
 from ._errors import TopologyError
 from ._layout.axis_groups import AxisGroups
 from ._layout.grid import Grid
@@ -44,9 +45,11 @@ from ._reshape.reshape import Reshape, reshape
 from ._transfer.param_placement import ParamPlacement, ParamShard, param_placement
 from ._transfer.params import Param
 from ._transfer.plan import Transfer, TransferOp, transfer
+from ._transfer.weights import weights
 
 __all__ = [
     "Allocation",
+    "Architecture",
     "Arrangement",
     "AxisGroups",
     "Bridge",
@@ -95,6 +98,7 @@ __all__ = [
     "read_topograph",
     "reshape",
     "transfer",
+    "weights",
 ]
 
 __version__ = "0.1.0"

@@ -6,12 +6,13 @@ import argparse
 import math
 from typing import Any
 
+from .._architecture.presets import ARCHITECTURES
 from .._datafile import read_data
 from .._errors import TopologyError
 from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
-from .._transfer.models import ARCHITECTURES, weights
 from .._transfer.plan import Transfer, transfer
+from .._transfer.weights import weights
 from .allocation_args import add_allocation_arguments, allocation_from_args
 from .common import (
     CliError,

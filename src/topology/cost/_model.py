@@ -7,6 +7,8 @@ from typing import Any
 
 import attrs
 
+from .._architecture.architecture import Architecture
+from .._architecture.presets import ARCHITECTURES
 from .._args import show
 from .._errors import TopologyError
 from . import _fields
@@ -221,38 +223,32 @@ class Model:
         return cls(**{str(key): value for key, value in data.items()})
 
 
-MODELS = {
-    model.name: model
-    for model in (
-        Model("llama-7b", 6.74e9, layers=32, hidden=4096, sequence_length=4096, global_batch=1024),
-        Model("llama-13b", 13.0e9, layers=40, hidden=5120, sequence_length=4096, global_batch=1024),
-        Model("llama-70b", 69.0e9, layers=80, hidden=8192, sequence_length=4096, global_batch=1024),
-        Model(
-            "mixtral-8x7b",
-            46.7e9,
-            layers=32,
-            hidden=4096,
-            sequence_length=4096,
-            global_batch=1024,
-            experts=8,
-            top_k=2,
-            expert_parameters=45.1e9,
-        ),
-        Model(
-            "deepseek-v3",
-            671e9,
-            layers=61,
-            hidden=7168,
-            sequence_length=4096,
-            global_batch=1024,
-            experts=256,
-            top_k=8,
-            expert_parameters=653.9e9,
-        ),
+PRESET_SEQUENCE_LENGTH, PRESET_GLOBAL_BATCH = 4096, 1024
+"""The step every preset is costed at: 4096 tokens a sequence, 1024 sequences (4M tokens, Llama 2's
+batch). A training choice, not a fact of the model, so it lives here and not in the model table."""
+
+
+def _preset(name: str, architecture: Architecture, parameters: int) -> Model:
+    """The cost model's view of one row of the model table (``parameters``: its published count)."""
+    return Model(
+        name,
+        parameters,
+        layers=architecture.layers,
+        hidden=architecture.hidden,
+        sequence_length=PRESET_SEQUENCE_LENGTH,
+        global_batch=PRESET_GLOBAL_BATCH,
+        experts=architecture.experts,
+        top_k=architecture.top_k,
+        expert_parameters=architecture.expert_parameters,
     )
+
+
+MODELS = {
+    name: _preset(name, row, row.parameters)
+    for name, row in ARCHITECTURES.items()
+    if row.parameters is not None
 }
-"""Presets: Llama 2 7B / 13B / 70B shapes (Touvron et al. 2023) and Mixtral 8x7B (Jiang et al.
-2024: 8 experts of 3 * 4096 * 14336 weights in each of 32 layers, top-2), at 4096 tokens and a
-global batch of 1024 sequences (4M tokens, Llama 2's batch). DeepSeek-V3 (DeepSeek-AI 2024): 61
-layers (3 dense), hidden 7168, 256 routed experts of 3 * 7168 * 2048 weights in each of 58 MoE
-layers (653.9e9), top-8, 671e9 weights without the multi-token-prediction module."""
+"""Presets: the rows of the one model table (``topology._architecture.presets``: Llama 2 7B / 13B /
+70B, Mixtral 8x7B, DeepSeek-V3) that have a published parameter count, each costed with that count
+(not the sum of its shapes) at :data:`PRESET_SEQUENCE_LENGTH` tokens and a global batch of
+:data:`PRESET_GLOBAL_BATCH` sequences. ``topology.weights(name)`` lists the same row's weights."""

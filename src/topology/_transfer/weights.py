@@ -1,0 +1,132 @@
+"""The weights of a decoder, as Megatron holds them (private).
+
+:func:`weights` lists the :class:`Param` of an :class:`Architecture`, or of a preset of the one
+model table (``topology._architecture.presets``), in Megatron's module order. QKV is one
+column-parallel weight (Megatron groups it by query group, so tp cuts it contiguously);
+``linear_fc1`` is gate and up fused (two parts); MLA's down-projections are replicated.
+
+>>> ws = weights("llama-70b")
+>>> len(ws), round(sum(w.nbytes for w in ws) / 2 / 1e9, 1)
+(483, 69.0)
+"""
+
+from __future__ import annotations
+
+from .._architecture.architecture import Architecture
+from .._architecture.presets import ARCHITECTURES
+from .._args import format_choices, show
+from .._errors import TopologyError
+from .params import Param
+
+__all__ = ["weights"]
+
+
+def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
+    """Every weight of ``model``, embedding first, output last, in Megatron's module order.
+
+    Args:
+        model: a preset name (``"llama-7b"``, ``"llama-13b"``, ``"llama-70b"``,
+            ``"mixtral-8x7b"``, ``"deepseek-v3"``: the presets of ``topology transfer --model``
+            and of ``topology.cost.MODELS``) or an :class:`Architecture`.
+        itemsize: bytes per element (2 for bf16).
+
+    Returns:
+        One :class:`Param` per weight, sharded as Megatron shards it; pass them to
+        :func:`topology.transfer`.
+
+    Raises:
+        TopologyError: an unknown preset.
+
+    >>> from topology import Architecture, weights
+    >>> tiny = weights(Architecture(1, 8, 16, 32, 2, 2, 4))
+    >>> len(tiny), tiny[2].name, tiny[2].shape
+    (9, 'decoder.layers.0.self_attention.linear_qkv.weight', (24, 8))
+    >>> len(weights("mixtral-8x7b")), len(weights("deepseek-v3"))
+    (675, 30428)
+    """
+    found = model if isinstance(model, Architecture) else _preset(model)
+    h = found.hidden
+    listed = [Param("embedding.word_embeddings.weight", (found.vocab, h), itemsize, "vocab")]
+    for layer in range(found.layers):
+        listed += _attention(found, layer, itemsize)
+        listed += _mlp(found, layer, itemsize)
+    listed.append(Param("decoder.final_layernorm.weight", (h,), itemsize, position="last"))
+    listed.append(
+        Param("output_layer.weight", (found.vocab, h), itemsize, "vocab", position="last")
+    )
+    return listed
+
+
+def _preset(model: object) -> Architecture:
+    """The row of preset ``model``; an unknown one raises."""
+    if not isinstance(model, str) or model not in ARCHITECTURES:
+        raise TopologyError(
+            f"unknown model preset {show(model)} for a transfer; valid presets: "
+            f"{format_choices(ARCHITECTURES)}"
+        )
+    return ARCHITECTURES[model]
+
+
+def _attention(model: Architecture, layer: int, itemsize: int) -> list[Param]:
+    h, at = model.hidden, f"decoder.layers.{layer}.self_attention"
+
+    def w(name: str, shape: tuple[int, ...], sharding: str = "replicated") -> Param:
+        return Param(f"{at}.{name}", shape, itemsize, sharding, layer=layer)
+
+    found = [w("linear_qkv.layer_norm_weight", (h,))]
+    if model.mla is None:
+        qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
+        found.append(w("linear_qkv.weight", (qkv, h), "column"))
+    else:
+        q_rank, kv_rank, nope, rope, v = model.mla
+        found += [
+            w("linear_q_down_proj.weight", (q_rank, h)),
+            w("linear_q_up_proj.layer_norm_weight", (q_rank,)),
+            w("linear_q_up_proj.weight", (model.heads * (nope + rope), q_rank), "column"),
+            w("linear_kv_down_proj.weight", (kv_rank + rope, h)),
+            w("linear_kv_up_proj.layer_norm_weight", (kv_rank,)),
+            w("linear_kv_up_proj.weight", (model.heads * (nope + v), kv_rank), "column"),
+        ]
+    width = model.heads * (model.mla[4] if model.mla else model.head_dim)
+    found.append(w("linear_proj.weight", (h, width), "row"))
+    return found
+
+
+def _mlp(model: Architecture, layer: int, itemsize: int) -> list[Param]:
+    h, at = model.hidden, f"decoder.layers.{layer}.mlp"
+    norm = Param(f"{at}.pre_mlp_layernorm.weight", (h,), itemsize, layer=layer)
+    if not model.is_moe or layer < model.dense_layers:
+        return [norm, *_dense(h, at, model.ffn, layer, itemsize)]
+    found = [norm, Param(f"{at}.router.weight", (model.experts, h), itemsize, layer=layer)]
+    for e in range(model.experts):
+        found += [
+            Param(
+                f"{at}.experts.local_experts.{e}.linear_fc1.weight",
+                (2 * model.moe_ffn, h),
+                itemsize,
+                "expert-column",
+                parts=(model.moe_ffn, model.moe_ffn),
+                layer=layer,
+                expert=e,
+                num_experts=model.experts,
+            ),
+            Param(
+                f"{at}.experts.local_experts.{e}.linear_fc2.weight",
+                (h, model.moe_ffn),
+                itemsize,
+                "expert-row",
+                layer=layer,
+                expert=e,
+                num_experts=model.experts,
+            ),
+        ]
+    if model.shared_ffn:
+        found += _dense(h, f"{at}.shared_experts", model.shared_ffn, layer, itemsize)
+    return found
+
+
+def _dense(h: int, at: str, ffn: int, layer: int, itemsize: int) -> list[Param]:
+    return [
+        Param(f"{at}.linear_fc1.weight", (2 * ffn, h), itemsize, "column", (ffn, ffn), layer),
+        Param(f"{at}.linear_fc2.weight", (h, ffn), itemsize, "row", layer=layer),
+    ]
