@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import median_seconds
 
 from topology import Allocation, Host, Tier
-from topology._machine.hosts import LAUNCHER_ORDERS
+
+LAUNCHER_ORDERS = ("listed", "lexicographic", "natural", "slurm")
+"""The launchers' host orders ``Allocation.rank_map(order=...)`` knows (docs/allocation.md)."""
 
 WORLD = 16_384
 

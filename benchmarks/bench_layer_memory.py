@@ -4,7 +4,8 @@ Before, every rank drew the full fp32 master on the layer's device and sliced it
 shard at tp 8); now the master is drawn on the CPU and only the cast shard reaches the device.
 Without a GPU, ``meta`` stands in for the device (as in ``tests/torch/test_layer_memory.py``):
 the layer is built on ``meta`` with the draw device set to the CPU (the path an accelerator
-takes), and ``DeviceBytes`` counts the bytes live on ``meta``; "before" replays the old code
+takes: the test's ``peak_ratio``, which switches it), and ``DeviceBytes`` counts the bytes live
+on ``meta``; "before" replays the old code
 (master on the device, slice, copy) on ``meta``. Ranks come from a ``fake`` world. The shapes
 are the issue's two layers divided by 16 in each dim (the ratio does not depend on the size);
 ``scripts/gpu_check.py`` measures the full sizes with the CUDA allocator.
@@ -21,7 +22,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import torch
 import torch.distributed as dist
@@ -30,8 +30,9 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests/
 from _timing import write_result
 from tests.torch.device_bytes import DeviceBytes
+from tests.torch.test_layer_memory import on_cpu, peak_ratio
 
-from topology_torch.layers import ColumnParallelLinear, VocabParallelEmbedding, _init
+from topology_torch.layers import ColumnParallelLinear, VocabParallelEmbedding
 
 SCALE = 16
 LAYERS: dict[str, tuple[Callable[..., torch.nn.Module], tuple[int, int], bool]] = {
@@ -68,10 +69,7 @@ def before(full: tuple[int, int], bias: bool, tp: int) -> float:
 
 def after(build: Callable[..., torch.nn.Module]) -> float:
     """The layer now, on ``meta`` with the master drawn on the CPU (an accelerator's path)."""
-    on_cpu = mock.patch.object(_init, "draw_device", lambda like: torch.device("cpu"))
-    with on_cpu, DeviceBytes("meta") as seen:
-        layer = build(device="meta", dtype=torch.bfloat16, group=dist.group.WORLD)
-    return float(seen.peak / shard_bytes(layer.parameters()))
+    return peak_ratio(build, on_cpu)
 
 
 def main() -> None:

@@ -89,28 +89,14 @@ def specs(spec: Any, *, world: int, tp: int, pp: int, ep: int) -> list[Any]:
 
 def megatron_formula(world: int, tp: int, pp: int, ep: int) -> int:
     """Megatron's calls per rank from its code: every group of every family of every module."""
-    from topology_torch.compat.megatron.mimo import (
-        BASE_DIMS,
-        EXPERT_DIMS,
-        FAMILIES,
-        ModuleGridSpec,
-        _base_shape,
-        _expert_shape,
-    )
+    from topology_torch.compat.megatron.mimo import FAMILIES, ModuleGridSpec
 
     total = 0
     for spec in specs(ModuleGridSpec, world=world, tp=tp, pp=pp, ep=ep):
-        for _, _, view, dims, _ in FAMILIES:
-            shape = dict(
-                zip(
-                    EXPERT_DIMS if view else BASE_DIMS,
-                    _expert_shape(spec) if view else _base_shape(spec),
-                    strict=True,
-                )
-            )
+        for _, _, _, dims, _ in FAMILIES:
             size = 1
-            for dim in dims:
-                size *= shape[dim]
+            for dim in dims:  # Megatron's grid dims are the spec's fields (tp, expt_dp, ...)
+                size *= getattr(spec, dim)
             total += spec.num_ranks // size
         if spec.name == "language":
             total += 2 * (spec.num_ranks // spec.pp)  # embd and pos_embd per pipeline

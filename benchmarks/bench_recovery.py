@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--start", choices=("spawn", "forkserver"), default="spawn")
     args = parser.parse_args()
     if args.start == "spawn":
-        test_world._context = lambda: mp.get_context("spawn")  # type: ignore[attr-defined]
+        test_world.context = lambda: mp.get_context("spawn")
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # store waits that time out warn
     runs = [once(args.timeout, args.deadline) for _ in range(1 if args.quick else args.repeat)]
     medians = {name: statistics.median(r[name] for r in runs) for name, _, _ in COLUMNS}

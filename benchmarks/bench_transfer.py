@@ -18,7 +18,7 @@ Source choices compared, on the same pieces (so the bytes moved are equal):
   representative source (the receiver itself when colocated, else the holders' dp groups taken
   round-robin by the receiver's global rank; the first holder when they form one dp group),
   whose tp group sends every slice
-  (``benchmarks/_peers.py``; ``tests/torch/test_transfer_megatron.py`` checks it sends every
+  (``tests/transfer_peers.py``; ``tests/torch/test_transfer_megatron.py`` checks it sends every
   element from the rank Megatron's own planner does).
 
 Columns: the most bytes a rank sends over the lower bound (``max_send_bound``, see
@@ -47,13 +47,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
-from _peers import POLICIES as PEER_POLICIES
-from _peers import plan_rows
 from _timing import median_seconds, write_result
+from tests.transfer_peers import POLICIES as PEER_POLICIES
+from tests.transfer_peers import plan_rows
 
-from topology import Allocation, Architecture, Host, PipelineSplit, Tier, Topology, weights
-from topology._transfer.params import Param
-from topology._transfer.plan import transfer
+from topology import (
+    Allocation,
+    Architecture,
+    Host,
+    Param,
+    PipelineSplit,
+    Tier,
+    Topology,
+    transfer,
+    weights,
+)
 
 POLICIES = ("balanced", *PEER_POLICIES)
 
@@ -176,10 +184,10 @@ def big_plan_seconds(repeat: int, reference: bool) -> dict[str, Any]:
         plan.held(rank)
         found[name] = time.perf_counter() - start
     if reference:
-        from tests.test_transfer_reference import _ReferencePlanner
+        from tests.test_transfer_reference import ReferencePlanner
 
         start = time.perf_counter()
-        planner = _ReferencePlanner(src, dst, None)
+        planner = ReferencePlanner(src, dst, None)
         for index, param in enumerate(params):
             planner.weight(index, param, 166)
         stats = planner.stats()

@@ -4,8 +4,9 @@ non-zero on any failure (under 3 minutes on an H100).
     PYTHONPATH=src[:path/to/megatron-core] python scripts/gpu_check.py
 
 (a) an NCCL world of one process, bound to the GPU (``device_id``) and unbound: every strategy
-    makes ``ProcessGroups.create(Topology(1))`` or is refused with the ``TopologyError`` that
-    ``resolve_strategy`` gives, and an all-reduce on every group is right;
+    (the list ``ProcessGroups.create`` gives when it refuses an unknown one) makes
+    ``ProcessGroups.create(Topology(1))`` or is refused with a ``TopologyError`` naming it
+    (``auto`` and ``all`` never are), and an all-reduce on every group is right;
 (b) ``compat.megatron.install()`` + Megatron's own ``initialize_model_parallel(1, 1)``, its
     getters, ``destroy_model_parallel()``, ``uninstall()`` (SKIP where ``megatron.core`` does
     not import);
@@ -42,7 +43,6 @@ from torch import nn
 import topology_torch
 from topology import Topology, TopologyError
 from topology_torch import ProcessGroups
-from topology_torch._creation import STRATEGIES, resolve_strategy
 from topology_torch.layers import ColumnParallelLinear, RowParallelLinear, VocabParallelEmbedding
 
 CUDA = torch.cuda.is_available()
@@ -103,23 +103,34 @@ def all_reduce_ok(group: Any) -> None:
 # -- (a) every strategy ---------------------------------------------------------------------
 
 
+STRATEGIES = ("auto", "all", "local", "split")
+"""``ProcessGroups.create``'s strategies (:func:`known_strategies` checks the list)."""
+
+
+def known_strategies() -> str:
+    """``ProcessGroups.create`` refuses an unknown strategy naming exactly :data:`STRATEGIES`."""
+    listed = ", ".join(map(repr, STRATEGIES))
+    try:
+        ProcessGroups.create(Topology(1), strategy="unknown")
+    except TopologyError as refusal:
+        if f"use one of {listed}" not in str(refusal):
+            raise AssertionError(f"create knows other strategies: {refusal}") from None
+        return f"create's strategies: {listed}"
+    raise AssertionError("create took strategy 'unknown'")
+
+
 def strategy(name: str) -> str:
     try:
-        chosen = resolve_strategy(name)
+        groups = ProcessGroups.create(Topology(1), strategy=name)
     except TopologyError as refusal:
-        try:
-            ProcessGroups.create(Topology(1), strategy=name)
-        except TopologyError as error:
-            if str(error) != str(refusal):
-                raise AssertionError(f"refused with {error!s}, not {refusal!s}") from None
-            return f"refused as resolve_strategy says: {str(error)[:60]}..."
-        raise AssertionError(f"made groups although resolve_strategy refuses: {refusal}") from None
-    groups = ProcessGroups.create(Topology(1), strategy=name)
+        if name in ("auto", "all") or f"strategy {name!r}" not in str(refusal):
+            raise
+        return f"refused: {str(refusal)[:60]}..."
     try:
         for kind in groups.kinds:
             all_reduce_ok(groups.group(kind))
         return (
-            f"-> {chosen}: {len(groups.kinds)} kinds, {groups.calls} calls, "
+            f"-> {groups.strategy}: {len(groups.kinds)} kinds, {groups.calls} calls, "
             f"{groups.communicators} communicators, all-reduce right"
         )
     finally:
@@ -127,6 +138,7 @@ def strategy(name: str) -> str:
 
 
 def section_a(bound: bool) -> None:
+    run("a", f"{'bound' if bound else 'unbound'} strategy list", known_strategies)
     for name in STRATEGIES:
         label = f"{'bound' if bound else 'unbound'} strategy {name}"
         run("a", label, functools.partial(strategy, name))

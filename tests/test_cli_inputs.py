@@ -302,7 +302,7 @@ def test_to_dict_config_changed_by_flags_is_accepted(tmp_path: Path) -> None:
 def test_config_schema_covers_every_topology_field() -> None:
     """Every field Topology takes has a rule in the config schema, and nothing else does."""
     fields = {field.alias for field in attrs.fields(Topology) if field.init}
-    assert set(common._TOPOLOGY_SCHEMA) == fields
+    assert set(common.TOPOLOGY_SCHEMA) == fields
 
 
 # -- files that are not small regular files ---------------------------------------------------

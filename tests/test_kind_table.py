@@ -12,13 +12,17 @@ from hypothesis import given, settings
 from tests.test_topology_laws import splits_dp
 from topology import Topology, TopologyError
 from topology._megatron.kinds import (
+    COST_KINDS,
+    CROSSING_SEVERITY,
     DENSE_KINDS,
     EXPERT_KINDS,
+    KIND_CLASSES,
     MEGATRON_NAMES,
     TABLE,
     canonical_kind,
     spec_of,
 )
+from topology.cost import DIMENSIONS
 from topology.strategies import topologies
 
 BUDGET = settings.default.max_examples
@@ -144,6 +148,36 @@ def test_kinds_are_the_rows_that_apply_in_table_order(topo: Topology) -> None:
     assert all(spec_of(name).names(topo) for name in topo.kinds)
 
 
+PARENT = {
+    "intra-dp-cp": "dp-cp",
+    "intra-edp": "edp",
+    "inter-edp": "edp",
+    "dp-shard": "dp",
+    "dp-replicate": "dp-cp",
+}
+"""The group each distributed-optimizer split cuts (intra-dist-opt cuts the world)."""
+
+
+@LAWS
+@given(topologies(max_world_size=48, kinds=["intra-dist-opt"]))
+def test_groups_per_parent_count_the_groups_inside_one_parent(topo: Topology) -> None:
+    """groups_per_parent is how many groups of a split lie inside the parent of group 0, and
+    groups k * n .. k * n + n - 1 lie inside one parent."""
+    for kind in topo.kinds:
+        spec = spec_of(kind)
+        if spec.derived is None or spec.derived.per_parent is None:
+            continue
+        groups = [frozenset(g) for g in topo.groups(kind)]
+        n = spec.groups_per_parent(topo)
+        if kind == "intra-dist-opt":
+            assert n == len(groups)
+            continue
+        for start in range(0, len(groups), n):
+            parent = frozenset(topo.group_of(next(iter(groups[start])), PARENT[kind]))
+            assert sum(g <= parent for g in groups) == n, kind
+            assert all(g <= parent for g in groups[start : start + n]), kind
+
+
 # -- the table itself ------------------------------------------------------------------------------
 
 
@@ -256,3 +290,66 @@ def test_kinds_that_do_not_apply_are_unknown(topo: Topology, absent: tuple[str, 
         assert name not in topo.kinds
         with pytest.raises(TopologyError, match=f"unknown kind '{name}'"):
             topo.kind(name)
+
+
+def test_kind_facts_are_pinned() -> None:
+    """Crossing severity, crossing class and cost dimension per row (golden table); every other
+    row has none of them."""
+    facts = {
+        "dp-cp": (None, None, "dp"),
+        "dp": (None, (2, 1), None),
+        "cp": ("warning", (1, 1), "cp"),
+        "tp": ("error", (0, 0), "tp"),
+        "pp": (None, (2, 0), "pp"),
+        "ep": ("warning", (1, 0), "ep"),
+        "etp": ("error", (0, 1), None),
+        "edp": (None, (2, 2), "edp"),
+    }
+    for spec in TABLE:
+        found = (spec.crossing_severity, spec.crossing_class, spec.cost_dimension)
+        assert found == facts.get(spec.name, (None, None, None)), spec.name
+
+
+def test_kind_fact_views_come_from_the_table() -> None:
+    """CROSSING_SEVERITY (errors first, then table order), KIND_CLASSES and COST_KINDS are the
+    rows' facts, as the checks, placement and the cost model used them before."""
+    assert list(CROSSING_SEVERITY.items()) == [
+        ("tp", "error"),
+        ("etp", "error"),
+        ("cp", "warning"),
+        ("ep", "warning"),
+    ]
+    assert KIND_CLASSES == (("tp", "etp"), ("ep", "cp"), ("pp", "dp", "edp"))
+    assert dict(COST_KINDS) == {
+        "tp": "tp",
+        "cp": "cp",
+        "ep": "ep",
+        "pp": "pp",
+        "dp": "dp-cp",
+        "edp": "edp",
+    }
+    assert set(COST_KINDS) == set(DIMENSIONS)
+
+
+def test_only_the_distributed_optimizer_splits_count_groups_per_parent() -> None:
+    """per_parent is set exactly on the rows that split dp-cp, dp, edp or the world into
+    instances (the only kinds whose groups can be irregular)."""
+    splits = {s.name for s in TABLE if s.derived is not None and s.derived.per_parent}
+    assert splits == {*PARENT, "intra-dist-opt"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "per_parent"),
+    [
+        ("intra-dp-cp", 4),
+        ("intra-edp", 4),
+        ("inter-edp", 2),
+        ("intra-dist-opt", 4),
+        ("dp-shard", 4),
+        ("dp-replicate", 2),
+    ],
+)
+def test_groups_per_parent_golden(kind: str, per_parent: int) -> None:
+    """Four instances over dp 8: four shares per parent, two positions across them."""
+    topo = Topology(16, tp=2, dp=8, dist_opt_instances=4)
+    assert spec_of(kind).groups_per_parent(topo) == per_parent

@@ -1,6 +1,6 @@
 """The peer bounds of a transfer plan are sound: no plan has fewer peers per rank.
 
-Law: every plan (balanced, and the peers' source choices of ``benchmarks/_peers.py``) has at
+Law: every plan (balanced, and the peers' source choices of ``tests/transfer_peers.py``) has at
 least the bounds' peers; brute force: on small demand families, and on small layouts, the fewest
 peers any plan can have (every way to pick one holder per piece and receiver) is at least the bound.
 One holder per (piece, receiver) suffices for the brute force: any plan contains such a choice,
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks._peers import PeerPlanner
 from tests.test_transfer_laws import Case, cases
+from tests.transfer_peers import PeerPlanner
 from topology import Topology
 from topology._transfer.bounds import peer_bounds
 from topology._transfer.params import Param

@@ -16,8 +16,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from benchmarks._peers import PeerPlanner
 from tests.test_transfer_laws import GTP, Case, cases
+from tests.transfer_peers import PeerPlanner
 from topology import RankMap, Topology
 from topology._transfer.param_placement import param_placement, pieces
 from topology._transfer.params import Param
@@ -57,7 +57,7 @@ def _tier_of(src: int, dst: int, labels: list[Sequence[int]]) -> int:
     return len(labels)
 
 
-class _ReferencePlanner:
+class ReferencePlanner:
     """The planner as it stood before blocks and patterns: one tuple per op, one call per piece."""
 
     def __init__(
@@ -244,7 +244,7 @@ def _shard_of(
     return None
 
 
-class _PiecesPlanner(_ReferencePlanner):
+class _PiecesPlanner(ReferencePlanner):
     """The reference with its pieces cut by :func:`pieces` (GTP blocks included, 2-D ones of
     row-parallel weights too: their ops carry the block's rows), as the planner cuts them: the
     planner of the GTP branch before classes and patterns."""
@@ -271,7 +271,7 @@ class _PiecesPlanner(_ReferencePlanner):
 
 
 def _reference(
-    case: Case, policy: str = "balanced", kind: type[_ReferencePlanner] = _ReferencePlanner
+    case: Case, policy: str = "balanced", kind: type[ReferencePlanner] = ReferencePlanner
 ) -> tuple[list[_Row], dict[str, Any]]:
     src, dst, params, layers, rank_map = case
     planner = kind(src, dst, rank_map, policy)
@@ -344,7 +344,7 @@ def test_the_plan_equals_the_reference_cutting_gtp_blocks(case: Case) -> None:
 @settings(max_examples=60, deadline=None)
 @given(cases(gtp=False))
 def test_the_first_baseline_equals_the_reference(case: Case) -> None:
-    """The benchmark's ``first`` baseline (``benchmarks/_peers.py``) plans as the reference's."""
+    """The benchmark's ``first`` baseline (``tests/transfer_peers.py``) plans as the reference's."""
     src, dst, params, layers, rank_map = case
     planner = PeerPlanner(src, dst, rank_map, "first")
     for index, param in enumerate(params):

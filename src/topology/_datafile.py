@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from ._args import show
 from ._errors import TopologyError
 
-__all__ = ["MAX_FILE_BYTES", "read_data"]
+__all__ = ["MAX_FILE_BYTES", "read_bytes", "read_data"]
 
 MAX_FILE_BYTES = 1 << 20
 """The largest file read (1 MiB); a layout or model file is a few hundred bytes."""
@@ -35,7 +35,7 @@ _FILE_KINDS = (
 )
 
 
-def _read_bytes(path: str, label: str) -> bytes:
+def read_bytes(path: str, label: str) -> bytes:
     """The bytes of a regular file of at most 1 MiB; never blocks on a FIFO or a device."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
@@ -97,7 +97,7 @@ def read_data(path: str, label: str, *, toml: bool = False) -> Any:
     Traceback (most recent call last):
     topology._errors.TopologyError: cannot read model file: No such file or directory
     """
-    raw = _read_bytes(path, label)
+    raw = read_bytes(path, label)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -31,10 +31,12 @@ __all__ = [
     "SINGLE",
     "ProcessGroups",
     "describe",
+    "hand_over",
     "join",
     "refuse",
     "release",
     "require_initialized",
+    "retire",
 ]
 
 _generation = 0  # how many times this process ran ProcessGroups.create (keys the store)
@@ -518,16 +520,6 @@ class ProcessGroups:
         self._registry.groups.clear()
         self._slots.clear()
 
-    def _parts(self) -> tuple[Settings, dict[Channel, Any], Registry]:
-        """This object's settings, slots (a copy) and registry, for a successor (a recovery)."""
-        self._alive()
-        return self._settings, dict(self._slots), self._registry
-
-    def _retire(self) -> None:
-        """Become unusable without destroying anything: a successor now owns the groups."""
-        self._destroyed = True
-        self._slots.clear()
-
     def __enter__(self) -> ProcessGroups:
         return self
 
@@ -600,3 +592,16 @@ class ProcessGroups:
             slot = self._registry.new_local((self._rank,), channel)
             self._slots[channel] = slot
         return slot
+
+
+def hand_over(groups: ProcessGroups) -> tuple[Settings, dict[Channel, Any], Registry]:
+    """The settings, slots (a copy) and registry of live ``groups``, for a successor (a
+    recovery, :func:`topology_torch.recovery.apply`)."""
+    groups._alive()
+    return groups._settings, dict(groups._slots), groups._registry
+
+
+def retire(groups: ProcessGroups) -> None:
+    """Make ``groups`` unusable without destroying anything: a successor now owns its groups."""
+    groups._destroyed = True
+    groups._slots.clear()

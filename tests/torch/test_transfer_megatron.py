@@ -10,7 +10,7 @@ subprocess (``resharding_oracle.py``), without a process group. Laws, on random 
 - Megatron's operations and ours (with what a rank already holds) write the same elements of the
   same destination shards, each once, and every Megatron source holds the slice it sends, per
   our :func:`param_placement`;
-- the bench's ``megatron`` baseline (``benchmarks/_peers.py``) picks Megatron's sender for every
+- the bench's ``megatron`` baseline (``tests/transfer_peers.py``) picks Megatron's sender for every
   element (a rank that holds an element already is its own sender in Megatron).
 
 Then a table: the GTP blocks of :func:`param_placement` are the rows GTP's own
@@ -31,7 +31,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks._peers import plan_rows
+from tests.transfer_peers import plan_rows
 from topology import Topology
 from topology._transfer.param_placement import param_placement
 from topology._transfer.params import Param
@@ -205,7 +205,8 @@ def test_megatron_writes_the_same_elements_from_their_holders(
 def test_the_bench_megatron_baseline_picks_megatrons_senders(
     oracle: LineOracle, case: Case
 ) -> None:
-    """``benchmarks/_peers.py``'s ``megatron`` policy sends every element from Megatron's rank."""
+    """The ``megatron`` peer policy (tests/transfer_peers.py) sends each element from Megatron's
+    rank."""
     src, dst, params, layers = case
     theirs = _megatron(oracle, case)
     planner = plan_rows(src, dst, params, "megatron", num_layers=layers)

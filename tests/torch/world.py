@@ -44,12 +44,13 @@ _PRELOAD = [
 ranks choose its version; the torch modules megatron-core imports are in: 3 of its 3.5 s)."""
 
 
-def _context() -> Any:
+def context() -> Any:
     """Ranks are forked from one server that has imported :data:`_PRELOAD` (seconds per rank
-    under spawn); each rank is still a fresh process with the caller's environment and path."""
-    context = mp.get_context("forkserver")
-    context.set_forkserver_preload(_PRELOAD)
-    return context
+    under spawn); each rank is still a fresh process with the caller's environment and path.
+    ``benchmarks/bench_recovery.py`` replaces it to time ranks started by spawn."""
+    forkserver = mp.get_context("forkserver")
+    forkserver.set_forkserver_preload(_PRELOAD)
+    return forkserver
 
 
 def _entry(
@@ -96,8 +97,8 @@ def run_world(
     SIGKILL (a test of a lost rank kills it on purpose); every other rank must exit with 0.
     ``store="tcp"`` meets on a TCPStore hosted by rank 0 (as ``torchrun`` does) instead of a file.
     """
-    context = _context()
-    errors = context.SimpleQueue()
+    starter = context()
+    errors = starter.SimpleQueue()
     environ = dict(os.environ)
     with tempfile.TemporaryDirectory() as folder:
         if store == "tcp":
@@ -105,7 +106,7 @@ def run_world(
         else:
             init_method = f"file://{os.path.join(folder, 'store')}"
         processes = [
-            context.Process(
+            starter.Process(
                 target=_entry,
                 args=(rank, world_size, init_method, fn, args, errors, environ),
                 daemon=True,

@@ -30,7 +30,9 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_OK",
     "JSON_SCHEMA_VERSION",
+    "LAYOUT_FLAGS",
     "MAX_INT",
+    "TOPOLOGY_SCHEMA",
     "CliError",
     "Once",
     "Parser",
@@ -38,6 +40,7 @@ __all__ = [
     "add_cluster_arguments",
     "add_layout_arguments",
     "add_output_arguments",
+    "check_table",
     "cluster_flags_given",
     "cluster_from_args",
     "int_type",
@@ -57,7 +60,7 @@ EXIT_INTERNAL = 3
 MAX_INT = MAX_WORLD_SIZE
 """The largest integer a flag or a config value may hold (2**40, the largest world)."""
 
-_LAYOUT_FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+LAYOUT_FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("world_size", ("--world-size", "-w"), "number of ranks (default: nodes x gpus-per-node)"),
     ("tp", ("--tp", "--tensor-model-parallel-size"), "tensor-parallel size"),
     ("pp", ("--pp", "--pipeline-model-parallel-size"), "pipeline-parallel size"),
@@ -82,7 +85,7 @@ _LAYOUT_FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 
 # What each config field may hold: a positive int, an optional one, a non-negative int, a
 # string, an optional list of positive ints, a list of ints (stage indices may be negative).
-_TOPOLOGY_SCHEMA = {
+TOPOLOGY_SCHEMA = {
     "world_size": "size",
     "tp": "size",
     "pp": "size",
@@ -277,7 +280,7 @@ def add_layout_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON or TOML file with Topology.to_dict() fields (a [topology] and a [cluster] "
         "table are also accepted)",
     )
-    for dest, flags, text in _LAYOUT_FLAGS:
+    for dest, flags, text in LAYOUT_FLAGS:
         minimum = 0 if dest == "rank_offset" else 1
         kind = int_type(dest, minimum)
         group.add_argument(*flags, dest=dest, type=kind, action=Once, metavar="N", help=text)
@@ -363,7 +366,7 @@ def _check_value(label: str, key: str, kind: str, value: object) -> None:
             _check_int(label, f"{key}[{index}]", item, minimum, rule)
 
 
-def _check_table(
+def check_table(
     label: str, prefix: str, table: Mapping[str, Any], schema: Mapping[str, str]
 ) -> None:
     what = prefix.rstrip(".") or "topology"
@@ -398,11 +401,11 @@ def _load_config(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
                 raise CliError(
                     f"{label}: '{name}' must be a table of fields, got {type(table).__name__}"
                 )
-        _check_table(label, "topology.", topo, _TOPOLOGY_SCHEMA)
+        check_table(label, "topology.", topo, TOPOLOGY_SCHEMA)
     else:
         topo, cluster = data, {}
-        _check_table(label, "", topo, _TOPOLOGY_SCHEMA)
-    _check_table(label, "cluster.", cluster, _CLUSTER_SCHEMA)
+        check_table(label, "", topo, TOPOLOGY_SCHEMA)
+    check_table(label, "cluster.", cluster, _CLUSTER_SCHEMA)
     try:  # a complete layout in the file must be valid on its own, whatever flags override
         if "world_size" in topo:
             Topology.from_dict(topo)
@@ -434,7 +437,7 @@ def topology_from_args(
         TopologyError: for an invalid layout.
     """
     fields, cluster_fields = _config(args)
-    flags = {d: getattr(args, d, None) for d, _, _ in _LAYOUT_FLAGS}
+    flags = {d: getattr(args, d, None) for d, _, _ in LAYOUT_FLAGS}
     flags = {d: v for d, v in flags.items() if v is not None}
     fields.update(flags)
     for dest in ("order", "hcp_sizes"):

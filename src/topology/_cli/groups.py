@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     topo = topology_from_args(args)
     if args.limit is not None and args.limit < 0:
         raise CliError(f"--limit must be a non-negative int, got {args.limit}; e.g. --limit 10")
-    kind = topo._kind(args.kind)
+    kind = topo.kind(args.kind).name
     groups = topo.groups(kind)
     count = len(groups)
     size = topo.size(kind)

@@ -22,9 +22,9 @@ from .allocation_args import (
     rank_map_from_args,
 )
 from .common import (
-    _LAYOUT_FLAGS,
     EXIT_FINDINGS,
     EXIT_OK,
+    LAYOUT_FLAGS,
     CliError,
     Once,
     cluster_from_args,
@@ -60,7 +60,7 @@ def add_modules_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _modules(args: argparse.Namespace) -> Modules:
-    given = [flags[0] for dest, flags, _ in _LAYOUT_FLAGS if getattr(args, dest, None) is not None]
+    given = [flags[0] for dest, flags, _ in LAYOUT_FLAGS if getattr(args, dest, None) is not None]
     for dest, flag in (("config", "--config"), ("order", "--order"), ("hcp_sizes", "--hcp")):
         if getattr(args, dest, None) is not None:
             given.append(flag)

@@ -30,7 +30,7 @@ from .._errors import TopologyError
 from .._megatron.topology import Topology
 from .._modules.module import Module
 from .._modules.modules import Modules
-from .common import _TOPOLOGY_SCHEMA, CliError, _check_table, one_line
+from .common import TOPOLOGY_SCHEMA, CliError, check_table, one_line
 
 __all__ = ["MAX_MODULES", "read_modules"]
 
@@ -78,7 +78,7 @@ def _module(label: str, index: int, table: Any) -> Module:
             f"{where}: name must be a non-empty string of at most 100 characters, got {show(name)}"
         )
     where = f"{label}: module {name!r}"
-    _check_table(where, "", fields, _TOPOLOGY_SCHEMA)
+    check_table(where, "", fields, TOPOLOGY_SCHEMA)
     if "world_size" not in fields:
         raise CliError(f"{where} has no world_size; give its number of ranks")
     try:

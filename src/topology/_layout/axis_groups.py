@@ -17,7 +17,7 @@ import attrs
 
 from .._args import show
 from .._errors import TopologyError
-from .grid import Grid
+from .grid import Grid, axis_indices, check_rank
 from .groups import OrthogonalGroups
 from .kind import Kind
 
@@ -130,7 +130,7 @@ class AxisGroups:
     def locate(self, rank: int, kind: str) -> tuple[int, int]:
         """``(group index, local rank)`` of ``rank`` for ``kind``."""
         axes = self._axes(kind)
-        self.grid._check_rank(rank)  # TopologyError for a rank outside the grid
+        check_rank(self.grid, rank)  # TopologyError for a rank outside the grid
         index = self.grid.groups(*axes).index_of_rank(rank)
         return index or 0, self.grid.index_in_group(rank, *axes)
 
@@ -141,7 +141,7 @@ class AxisGroups:
             TopologyError: for a kind this layout does not offer or a rank outside the grid.
         """
         self._axes(kind)
-        self.grid._check_rank(rank)
+        check_rank(self.grid, rank)
         return True
 
     # -- helpers --------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class AxisGroups:
             raise TopologyError(
                 f"a kind must be axis names joined by '-' such as 'pipe-model', got {show(name)}"
             )
-        indices = self.grid._axis_indices((name,))  # TopologyError: unknown or repeated axis
+        indices = axis_indices(self.grid, (name,))  # TopologyError: unknown or repeated axis
         return "-".join(self.grid.axes[i] for i in sorted(indices))
 
     def _known(self, name: object) -> str:

@@ -13,7 +13,7 @@ from .._errors import TopologyError
 from .groups import OrthogonalGroups
 from .runs import compress, index_of, project
 
-__all__ = ["Grid"]
+__all__ = ["Grid", "axis_indices", "check_rank"]
 
 
 def _check_axes(axes: object) -> tuple[str, ...]:
@@ -159,7 +159,7 @@ class Grid:
         >>> Grid.from_order("tp-dp-pp", tp=2, dp=3, pp=2).digits("dp")
         ([(3, 2)], [(2, 1), (2, 6)])
         """
-        chosen = set(self._axis_indices(axes))
+        chosen = set(axis_indices(self, axes))
         inner: list[tuple[int, int]] = []
         outer: list[tuple[int, int]] = []
         for index, (size, stride) in enumerate(zip(self.shape, self.strides, strict=True)):
@@ -183,13 +183,13 @@ class Grid:
         6
         """
         total = 1
-        for index in self._axis_indices(axes):
+        for index in axis_indices(self, axes):
             total *= self.shape[index]
         return total
 
     def coord(self, rank: int) -> Mapping[str, int]:
         """The rank's index along every axis, as an immutable mapping (outermost first)."""
-        local = self._check_rank(rank) - self.rank_offset
+        local = check_rank(self, rank) - self.rank_offset
         return MappingProxyType(
             {
                 name: (local // stride) % size
@@ -276,7 +276,7 @@ class Grid:
             raise TopologyError(
                 f"omit must be a tuple of axis names like ('dp',), got {show(omit)}"
             )
-        skipped = set(self._axis_indices(omit))
+        skipped = set(axis_indices(self, omit))
         for label, sep in (("inner_sep", inner_sep), ("outer_sep", outer_sep)):
             if not isinstance(sep, str):
                 raise TopologyError(
@@ -299,7 +299,7 @@ class Grid:
         >>> list(Grid.from_order("tp-pp-dp", tp=2, pp=2, dp=2).groups("dp"))
         [(0, 4), (1, 5), (2, 6), (3, 7)]
         """
-        chosen = set(self._axis_indices(axes))
+        chosen = set(axis_indices(self, axes))
         inner_sizes, inner_strides, outer_sizes, outer_strides = [], [], [], []
         for index in reversed(range(len(self.axes))):
             if index in chosen:
@@ -320,7 +320,7 @@ class Grid:
         >>> Grid.from_order("tp-dp-pp", tp=2, dp=2, pp=2).group_of(5, "dp", "pp")
         (1, 3, 5, 7)
         """
-        local = self._check_rank(rank) - self.rank_offset
+        local = check_rank(self, rank) - self.rank_offset
         groups = self.groups(*axes)
         _, inner, _ = groups.structure
         return groups.build(rank - project(local, inner))
@@ -331,27 +331,11 @@ class Grid:
         >>> Grid.from_order("tp-dp-pp", tp=2, dp=2, pp=2).index_in_group(5, "dp", "pp")
         2
         """
-        local = self._check_rank(rank) - self.rank_offset
+        local = check_rank(self, rank) - self.rank_offset
         _, inner, _ = self.groups(*axes).structure
         return index_of(local, inner)
 
     # -- helpers --------------------------------------------------------------------------------
-
-    def _axis_indices(self, axes: tuple[str, ...]) -> list[int]:
-        names: list[str] = []
-        for item in axes:
-            if not isinstance(item, str):
-                raise TopologyError(f"axes must be names like 'tp', got {show(item)}")
-            names.extend(item.split("-"))
-        indices: list[int] = []
-        for name in names:
-            if name not in self.axes:
-                raise TopologyError(f"unknown axis {show(name)}; this grid has axes {self.axes!r}")
-            index = self.axes.index(name)
-            if index in indices:
-                raise TopologyError(f"axis {show(name)} is named twice in {show('-'.join(names))}")
-            indices.append(index)
-        return indices
 
     def _check_coordinate(self, name: str, value: object) -> int:
         if name not in self.axes:
@@ -363,16 +347,6 @@ class Grid:
             )
         return value
 
-    def _check_rank(self, rank: object) -> int:
-        if type(rank) is not int:
-            raise TopologyError(f"rank must be an int, got {show(rank)} ({type(rank).__name__})")
-        if not self.rank_offset <= rank < self.rank_offset + self.world_size:
-            raise TopologyError(
-                f"rank {show(rank)} is outside this grid; valid ranks: {self.rank_offset} to "
-                f"{self.rank_offset + self.world_size - 1}"
-            )
-        return rank
-
     def __str__(self) -> str:
         pairs = zip(reversed(self.axes), reversed(self.shape), strict=True)
         parts = "·".join(f"{name}{size}" for name, size in pairs)
@@ -383,6 +357,50 @@ class Grid:
         sizes = ", ".join(f"{n}={s}" for n, s in zip(self.axes, self.shape, strict=True))
         offset = f", rank_offset={self.rank_offset}" if self.rank_offset else ""
         return f"Grid.from_sizes({sizes}{offset})"
+
+
+def axis_indices(grid: Grid, axes: tuple[str, ...]) -> list[int]:
+    """The positions in ``grid.axes`` of ``axes`` (names, or names joined by ``-``), in order.
+
+    Raises:
+        TopologyError: for a non-string, an unknown axis or an axis named twice.
+
+    >>> axis_indices(Grid.from_order("tp-dp-pp", tp=2, dp=3, pp=4), ("dp-tp",))
+    [1, 2]
+    """
+    names: list[str] = []
+    for item in axes:
+        if not isinstance(item, str):
+            raise TopologyError(f"axes must be names like 'tp', got {show(item)}")
+        names.extend(item.split("-"))
+    indices: list[int] = []
+    for name in names:
+        if name not in grid.axes:
+            raise TopologyError(f"unknown axis {show(name)}; this grid has axes {grid.axes!r}")
+        index = grid.axes.index(name)
+        if index in indices:
+            raise TopologyError(f"axis {show(name)} is named twice in {show('-'.join(names))}")
+        indices.append(index)
+    return indices
+
+
+def check_rank(grid: Grid, rank: object) -> int:
+    """``rank``, checked to be an int rank of ``grid``.
+
+    Raises:
+        TopologyError: for a non-int or a rank outside the grid.
+
+    >>> check_rank(Grid(("tp",), (2,), rank_offset=4), 5)
+    5
+    """
+    if type(rank) is not int:
+        raise TopologyError(f"rank must be an int, got {show(rank)} ({type(rank).__name__})")
+    if not grid.rank_offset <= rank < grid.rank_offset + grid.world_size:
+        raise TopologyError(
+            f"rank {show(rank)} is outside this grid; valid ranks: {grid.rank_offset} to "
+            f"{grid.rank_offset + grid.world_size - 1}"
+        )
+    return rank
 
 
 def _second(pair: tuple[int, int]) -> int:

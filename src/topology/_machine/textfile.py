@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._args import show
-from .._datafile import _read_bytes
+from .._datafile import read_bytes
 from .._errors import TopologyError
 from .hostlist import expand_hostlist
 
@@ -44,7 +44,7 @@ def read_text(path: str, label: str) -> str:
     Traceback (most recent call last):
     topology._errors.TopologyError: cannot read hostfile: No such file or directory
     """
-    raw = _read_bytes(path, label)
+    raw = read_bytes(path, label)
     if raw.startswith(BOM):
         raise TopologyError(
             f"{label} starts with a UTF-8 byte-order mark (EF BB BF), which Slurm and hostfile "

@@ -19,6 +19,7 @@ from .._errors import TopologyError
 from .._layout.grid import Grid
 from .._layout.groups import DerivedGroups, OrthogonalGroups, Ranks
 from .._layout.hierarchy import level_grid
+from .._layout.kind import Kind
 from .._layout.runs import normal, split
 from .._layout.spans import Shape
 
@@ -67,7 +68,7 @@ class Layout(Protocol):
     @property
     def expert(self) -> Grid | None: ...
     def stage(self, rank: int) -> int: ...
-    def _grid_kind(self, kind: str) -> tuple[Grid, tuple[str, ...]]: ...
+    def kind(self, name: str) -> Kind: ...
 
 
 def _everyone(topo: Layout, name: str, rank: int) -> bool:
@@ -88,6 +89,21 @@ class Derived:
     """True if the rank belongs to some group (only embeddings can say no)."""
     shape: Callable[[Layout, str], Shape | None] = attrs.field(kw_only=True)
     """The groups as translates of one offset set, or None when they are no such family."""
+    per_parent: Callable[[Layout], int] | None = attrs.field(default=None, kw_only=True)
+    """For a distributed-optimizer split, whose groups alone can be irregular: how many groups
+    cut one parent group (the dp-cp, dp or edp group it splits, or the world), groups
+    ``k * n .. k * n + n - 1`` cutting parent ``k``; None for the other kinds."""
+
+
+def _place(topo: Layout, name: str) -> tuple[Grid, tuple[str, ...]]:
+    """The grid and axes of grid kind ``name`` of ``topo``."""
+    kind = topo.kind(name)
+    assert kind.grid is not None  # only asked of grid kinds
+    return kind.grid, kind.axes
+
+
+def _instances(topo: Layout) -> int:
+    return topo.dist_opt_instances
 
 
 def grid_locate(grid: Grid, axes: tuple[str, ...], rank: int) -> tuple[int, int]:
@@ -103,28 +119,14 @@ def _chunk(index: int, width: int) -> range:
 # -- embeddings: some pipeline stages of each pipeline -------------------------------------------
 
 
-def _stages_of(topo: Layout, name: str) -> tuple[int, ...]:
-    if name == "embedding":
-        return topo.embedding_stages
-    return topo.position_embedding_stages
-
-
-def _embedding_size(topo: Layout, name: str) -> int:
-    return len(_stages_of(topo, name))
-
-
-def _embedding_groups(topo: Layout, name: str) -> DerivedGroups:
-    stages = _stages_of(topo, name)
+def _embedding_groups(topo: Layout, stages: tuple[int, ...]) -> DerivedGroups:
     pp_groups = topo.dense.groups("pp")
     return DerivedGroups(len(pp_groups), lambda i: pp_groups.ranks(i).take(stages))
 
 
-def _embedding_member(topo: Layout, name: str, rank: int) -> bool:
-    return topo.stage(rank) in _stages_of(topo, name)
-
-
-def _embedding_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
-    stages = _stages_of(topo, name)
+def _embedding_locate(
+    topo: Layout, name: str, stages: tuple[int, ...], rank: int
+) -> tuple[int, int]:
     stage = topo.stage(rank)
     if stage not in stages:
         where = ", ".join(map(str, stages))
@@ -136,9 +138,9 @@ def _embedding_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
     return pipeline_index or 0, stages.index(stage)
 
 
-def _embedding_shape(topo: Layout, name: str) -> Shape:
+def _embedding_shape(topo: Layout, stages: tuple[int, ...]) -> Shape:
     (pp_digit,), rest = topo.dense.digits("pp")
-    points = tuple(stage * pp_digit[1] for stage in _stages_of(topo, name))
+    points = tuple(stage * pp_digit[1] for stage in stages)
     first = topo.rank_offset + points[0]
     steps = {b - a for a, b in pairwise(points)}
     if len(points) == 1 or len(steps) == 1:
@@ -147,14 +149,22 @@ def _embedding_shape(topo: Layout, name: str) -> Shape:
     return Shape(None, tuple(p - points[0] for p in points), normal(rest), first)
 
 
-EMBEDDING = POSITION_EMBEDDING = Derived(
-    _embedding_size,
-    _embedding_groups,
-    _embedding_locate,
-    _embedding_member,
-    shape=_embedding_shape,
-)
-"""Word or position embeddings: the ranks of the named stages of each pipeline."""
+def _embedding(stages: Callable[[Layout], tuple[int, ...]]) -> Derived:
+    """The ranks of the pipeline stages ``stages(topo)`` of each pipeline."""
+    return Derived(
+        lambda topo, name: len(stages(topo)),
+        lambda topo, name: _embedding_groups(topo, stages(topo)),
+        lambda topo, name, rank: _embedding_locate(topo, name, stages(topo), rank),
+        lambda topo, name, rank: topo.stage(rank) in stages(topo),
+        shape=lambda topo, name: _embedding_shape(topo, stages(topo)),
+    )
+
+
+EMBEDDING = _embedding(lambda topo: topo.embedding_stages)
+"""Word embeddings: the ranks of the ``embedding_stages`` of each pipeline."""
+
+POSITION_EMBEDDING = _embedding(lambda topo: topo.position_embedding_stages)
+"""Position embeddings: the ranks of the ``position_embedding_stages`` of each pipeline."""
 
 
 # -- hierarchical context parallelism: level k of each cp group ----------------------------------
@@ -258,7 +268,11 @@ def _intra_dp_cp_shape(topo: Layout, name: str) -> Shape | None:
 
 
 INTRA_DP_CP = Derived(
-    _intra_dp_cp_size, _intra_dp_cp_groups, _intra_dp_cp_locate, shape=_intra_dp_cp_shape
+    _intra_dp_cp_size,
+    _intra_dp_cp_groups,
+    _intra_dp_cp_locate,
+    shape=_intra_dp_cp_shape,
+    per_parent=_instances,
 )
 """One instance's share of each dp-cp group: consecutive blocks of ``dp * cp / instances``."""
 
@@ -310,6 +324,7 @@ DP_REPLICATE = Derived(
     _dp_replicate_groups,
     _dp_replicate_locate,
     shape=_dp_replicate_shape,
+    per_parent=lambda topo: topo.dense.size("dp", "cp") // topo.dist_opt_instances,
 )
 """The same position in every instance's share of a dp-cp group: the replicas of one shard
 (torchtitan's ``dp_replicate``; HSDP all-reduces gradients over it)."""
@@ -341,19 +356,20 @@ DP_SHARD = Derived(
     _dp_shard_groups,
     _dp_shard_locate,
     shape=_dp_shard_shape,
+    per_parent=_instances,
 )
 """One instance's share of each dp group, without cp (torchtitan's ``dp_shard``)."""
 
 
 def _edp(topo: Layout, rank: int) -> tuple[int, int, int]:
     """``(edp group index, position in it, width of one instance's share)``."""
-    grid, axes = topo._grid_kind("edp")
+    grid, axes = _place(topo, "edp")
     group, position = grid_locate(grid, axes, rank)
     return group, position, topo.edp // topo.dist_opt_instances
 
 
 def _edp_groups(topo: Layout) -> OrthogonalGroups:
-    grid, axes = topo._grid_kind("edp")
+    grid, axes = _place(topo, "edp")
     return grid.groups(*axes)
 
 
@@ -372,12 +388,17 @@ def _intra_edp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
     return group * topo.dist_opt_instances + position // width, position % width
 
 
-def _edp_shape(topo: Layout, name: str) -> Shape | None:
-    """The shape of an edp split (intra-edp, inter-edp, intra-dist-opt)."""
-    grid, axes = topo._grid_kind("edp")
-    if name in ("intra-edp", "inter-edp"):
-        return _split_shape(topo, grid, axes, replicas=name == "inter-edp")
-    found = _instance_digits(topo, grid, axes)
+def _intra_edp_shape(topo: Layout, name: str) -> Shape | None:
+    return _split_shape(topo, *_place(topo, "edp"), replicas=False)
+
+
+def _inter_edp_shape(topo: Layout, name: str) -> Shape | None:
+    return _split_shape(topo, *_place(topo, "edp"), replicas=True)
+
+
+def _intra_dist_opt_shape(topo: Layout, name: str) -> Shape | None:
+    """One instance: a block of edp positions, times every other axis of the expert grid."""
+    found = _instance_digits(topo, *_place(topo, "edp"))
     if found is None:
         return None
     low, high, others = found
@@ -388,7 +409,8 @@ INTRA_EDP = Derived(
     lambda topo, name: topo.edp // topo.dist_opt_instances,
     _intra_edp_groups,
     _intra_edp_locate,
-    shape=_edp_shape,
+    shape=_intra_edp_shape,
+    per_parent=_instances,
 )
 """One instance's share of each edp group (Megatron's ``intra_expt_dp``)."""
 
@@ -407,7 +429,8 @@ INTER_EDP = Derived(
     lambda topo, name: topo.dist_opt_instances,
     _inter_edp_groups,
     _inter_edp_locate,
-    shape=_edp_shape,
+    shape=_inter_edp_shape,
+    per_parent=lambda topo: topo.edp // topo.dist_opt_instances,
 )
 """The same position across the instances of each edp group (Megatron's ``inter_dist_opt``)."""
 
@@ -415,7 +438,7 @@ INTER_EDP = Derived(
 def _intra_dist_opt_groups(topo: Layout, name: str) -> DerivedGroups:
     # Consecutive blocks of `width` etp-ep-pp groups: the ranks whose edp coordinate lies in
     # one block.
-    grid, axes = topo._grid_kind("etp-ep-pp")
+    grid, axes = _place(topo, "etp-ep-pp")
     model_groups = grid.groups(*axes)
     width = topo.edp // topo.dist_opt_instances
     return DerivedGroups(topo.dist_opt_instances, lambda i: _union_block(model_groups, i, width))
@@ -447,6 +470,7 @@ INTRA_DIST_OPT = Derived(
     lambda topo, name: topo.world_size // topo.dist_opt_instances,
     _intra_dist_opt_groups,
     _intra_dist_opt_locate,
-    shape=_edp_shape,
+    shape=_intra_dist_opt_shape,
+    per_parent=_instances,
 )
 """One distributed-optimizer instance: every rank whose edp coordinate lies in its block."""

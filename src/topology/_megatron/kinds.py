@@ -3,7 +3,8 @@
 Adding a kind is one new :class:`KindSpec` in :data:`TABLE` (at its place in Megatron's creation
 order): the axes it spans on the dense or expert grid, or a :class:`~.derived.Derived` that
 builds its groups; names, Megatron names, sizes, groups, lookups, membership and placement's
-shapes all follow.
+shapes all follow. What the checks, placement and the cost model know of a kind is in its row
+too: the severity of its groups crossing nodes, its crossing class, its line of the estimate.
 
 >>> [spec.name for spec in TABLE][:4]
 ['gtp', 'dp-cp', 'intra-dp-cp', 'dp']
@@ -14,7 +15,7 @@ shapes all follow.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 
 import attrs
 
@@ -40,9 +41,12 @@ from .derived import (
 
 __all__ = [
     "ALIASES",
+    "COST_KINDS",
+    "CROSSING_SEVERITY",
     "DENSE_KINDS",
     "EXPERT_KINDS",
     "GTP_AXES",
+    "KIND_CLASSES",
     "MEGATRON_NAMES",
     "TABLE",
     "Kind",
@@ -82,6 +86,20 @@ class KindSpec:
     """``"replica"``: the members hold copies of one shard (the kind spans a replicate axis
     alone, its axis is no shard coordinate); ``"family"``: the groups span data-parallel
     replicas (dropping a replica shrinks them); None: neither."""
+    crossing_severity: Literal["error", "warning"] | None = None
+    """How bad it is when the kind's groups leave a node, or a domain of a tier, that another
+    order keeps them in (``<kind>-crosses-nodes``, ``<kind>-crosses-tier``): an error for tp
+    and etp, which talk every layer, a warning for cp and ep; None: not checked."""
+    crossing_class: tuple[int, int] | None = None
+    """``(class, position)`` where placement counts the kind's crossings: classes by how much a
+    crossing costs, most first (0: tensor parallelism talks every layer; 1: expert and context
+    parallelism every MoE / attention layer; 2: pipeline and data parallelism once or twice per
+    micro-batch or step), minimised class by class; ``position`` orders a class's kinds (as
+    reports list them). None: placement does not count the kind."""
+    cost_dimension: str | None = None
+    """The line of the cost model's estimate (``topology.cost.DIMENSIONS``) priced on the
+    kind's groups: ``dp`` on ``dp-cp`` groups (the gradient all-reduce spans cp too), the
+    others on their namesakes; None: no line."""
 
     def names(self, topo: Layout) -> tuple[str, ...]:
         """The concrete kinds this row gives ``topo`` (none when it does not apply)."""
@@ -161,6 +179,13 @@ class KindSpec:
             return place[0].group_of(rank, *place[1])
         return self.groups(topo, name)[self.locate(topo, name, rank)[0]]
 
+    def groups_per_parent(self, topo: Layout) -> int:
+        """How many groups of a distributed-optimizer kind cut one parent group (see
+        :attr:`~.derived.Derived.per_parent`)."""
+        per_parent = self._derived.per_parent
+        assert per_parent is not None  # only the dist-opt splits' groups are irregular
+        return per_parent(topo)
+
     @property
     def _derived(self) -> Derived:
         assert self.derived is not None  # every row is a grid kind or a derived one
@@ -176,12 +201,26 @@ def _present(grid: Grid, axes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a for a in axes if a not in GTP_AXES or a in grid.axes)
 
 
-def _dense(name: str, axes: tuple[str, ...], *megatron: str) -> KindSpec:
-    return KindSpec(name, megatron, grid="dense", axes=axes)
+class _Facts(TypedDict, total=False):
+    """The facts a grid kind's row may add (see :class:`KindSpec`)."""
+
+    crossing_severity: Literal["error", "warning"]
+    crossing_class: tuple[int, int]
+    cost_dimension: str
 
 
-def _expert(name: str, axes: tuple[str, ...], dense: tuple[str, ...], *megatron: str) -> KindSpec:
-    return KindSpec(name, megatron, grid="expert", axes=axes, dense_axes=dense)
+def _dense(name: str, axes: tuple[str, ...], *megatron: str, **facts: Unpack[_Facts]) -> KindSpec:
+    return KindSpec(name, megatron, grid="dense", axes=axes, **facts)
+
+
+def _expert(
+    name: str,
+    axes: tuple[str, ...],
+    dense: tuple[str, ...],
+    *megatron: str,
+    **facts: Unpack[_Facts],
+) -> KindSpec:
+    return KindSpec(name, megatron, grid="expert", axes=axes, dense_axes=dense, **facts)
 
 
 def _gtp(name: str, axes: tuple[str, ...], *megatron: str) -> KindSpec:
@@ -202,7 +241,7 @@ def _dist_opt(name: str, derived: Derived, *megatron: str) -> KindSpec:
 
 TABLE: tuple[KindSpec, ...] = (
     _gtp("gtp", ("gtp",), "gtp_remat"),
-    _dp(_dense("dp-cp", ("dp", "cp"), "dp_cp"), "family"),
+    _dp(_dense("dp-cp", ("dp", "cp"), "dp_cp", cost_dimension="dp"), "family"),
     KindSpec(
         "intra-dp-cp",
         ("intra_dp_cp",),
@@ -211,26 +250,62 @@ TABLE: tuple[KindSpec, ...] = (
         aliases=("dp-shard-cp", "dp_shard_cp"),
         data_parallel="family",
     ),
-    _dp(_dense("dp", ("dp",)), "replica"),
+    _dp(_dense("dp", ("dp",), crossing_class=(2, 1)), "replica"),
     _dp(_gtp("gtp-dp", ("gtp", "dp"), "gtp_remat_dp"), "family"),
     _dp(_gtp("gtp-dp-cp", ("gtp", "dp", "cp"), "gtp_remat_dp_cp"), "family"),
-    _dense("cp", ("cp",)),
+    _dense(
+        "cp",
+        ("cp",),
+        crossing_severity="warning",
+        crossing_class=(1, 1),
+        cost_dimension="cp",
+    ),
     KindSpec("hcp-<level>", derived=HCP_LEVEL, needs="hcp_sizes"),
     _dense("tp-pp", ("tp", "gtp", "pp"), "mp"),
-    _dense("tp", ("tp",)),
-    _dense("pp", ("pp",)),
+    _dense(
+        "tp",
+        ("tp",),
+        crossing_severity="error",
+        crossing_class=(0, 0),
+        cost_dimension="tp",
+    ),
+    _dense("pp", ("pp",), crossing_class=(2, 0), cost_dimension="pp"),
     KindSpec("embedding", ("embd",), derived=EMBEDDING),
     KindSpec("position-embedding", ("pos_embd",), derived=POSITION_EMBEDDING),
     _dp(_dense("tp-dp-cp", ("tp", "gtp", "dp", "cp"), "tp_dp_cp"), "family"),
     _dp(_dense("tp-dp", ("tp", "gtp", "dp"), "tp_dp", "tensor_and_data"), "family"),
     _dense("tp-cp", ("tp", "cp"), "tp_cp"),
     _gtp("egtp", ("egtp",), "expt_gtp_remat"),
-    _expert("ep", ("ep",), ()),
-    _expert("etp", ("etp",), ("tp",), "expt_tp"),
+    _expert(
+        "ep",
+        ("ep",),
+        (),
+        crossing_severity="warning",
+        crossing_class=(1, 0),
+        cost_dimension="ep",
+    ),
+    _expert(
+        "etp",
+        ("etp",),
+        ("tp",),
+        "expt_tp",
+        crossing_severity="error",
+        crossing_class=(0, 1),
+    ),
     _expert("etp-ep", ("etp", "ep"), ("tp",), "tp_ep"),
     _expert("etp-ep-pp", ("etp", "ep", "pp"), ("tp", "pp"), "tp_ep_pp"),
     _gtp("etp-ep-egtp-pp", ("etp", "ep", "egtp", "pp"), "tp_ep_gtp_remat_pp"),
-    _dp(_expert("edp", ("edp",), ("dp", "cp"), "expt_dp"), "replica"),
+    _dp(
+        _expert(
+            "edp",
+            ("edp",),
+            ("dp", "cp"),
+            "expt_dp",
+            crossing_class=(2, 2),
+            cost_dimension="edp",
+        ),
+        "replica",
+    ),
     _dp(_dist_opt("intra-edp", INTRA_EDP, "intra_expt_dp"), "family"),
     _dp(_dist_opt("inter-edp", INTER_EDP, "inter_dist_opt"), "family"),
     _dp(_gtp("egtp-edp", ("egtp", "edp"), "ep_gtp_remat_dp"), "family"),
@@ -269,6 +344,34 @@ MEGATRON_NAMES = MappingProxyType({m: s.name for s in TABLE for m in s.megatron_
 
 ALIASES = MappingProxyType({**MEGATRON_NAMES, **{a: s.name for s in TABLE for a in s.aliases}})
 """Every other name of a kind (Megatron's, torchtitan's), mapped to our kinds."""
+
+CROSSING_SEVERITY = MappingProxyType(
+    dict(
+        sorted(
+            ((s.name, s.crossing_severity) for s in TABLE if s.crossing_severity is not None),
+            key=lambda item: item[1] != "error",
+        )
+    )
+)
+"""The kinds whose groups are checked for crossings, with the severity
+(:attr:`KindSpec.crossing_severity`): the errors first, then the warnings, each in table order."""
+
+
+def _crossing_classes() -> tuple[tuple[str, ...], ...]:
+    placed = sorted((s.crossing_class, s.name) for s in TABLE if s.crossing_class is not None)
+    classes: dict[int, list[str]] = {}
+    for (level, _), name in placed:
+        classes.setdefault(level, []).append(name)
+    return tuple(tuple(names) for _, names in sorted(classes.items()))
+
+
+KIND_CLASSES: tuple[tuple[str, ...], ...] = _crossing_classes()
+"""The kinds placement counts, by crossing class, most costly first
+(:attr:`KindSpec.crossing_class`): ``(("tp", "etp"), ("ep", "cp"), ("pp", "dp", "edp"))``."""
+
+COST_KINDS = MappingProxyType({s.cost_dimension: s.name for s in TABLE if s.cost_dimension})
+"""Each line of the cost model's estimate, with the kind whose groups price it
+(:attr:`KindSpec.cost_dimension`)."""
 
 _TOKEN_RANK = {"etp": 0, "tp": 0, "gtp": 1, "ep": 2, "egtp": 3, "dp": 4, "edp": 4, "cp": 5, "pp": 6}
 

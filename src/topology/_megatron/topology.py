@@ -9,7 +9,7 @@ import attrs
 
 from .._args import show
 from .._errors import TopologyError
-from .._layout.grid import Grid
+from .._layout.grid import Grid, check_rank
 from .._layout.groups import GroupList, Ranks
 from .kinds import Kind, KindSpec, canonical_kind, kinds_of, spec_of
 from .pipeline import Pipeline, virtual_layers
@@ -401,7 +401,7 @@ class Topology:
 
         Groups are lazy :class:`Ranks`, so this costs O(kinds * axes) at any world size.
         """
-        self.dense._check_rank(rank)
+        check_rank(self.dense, rank)
         groups: dict[str, Ranks | None] = {}
         for kind in self.kinds:
             groups[kind] = self._ranks_of(rank, kind) if self.has_group(rank, kind) else None
@@ -419,7 +419,7 @@ class Topology:
         """The canonical name and table row of ``kind``; with ``rank``, also check the rank."""
         name = self._kind(kind)
         if rank is not None:
-            self.dense._check_rank(rank)
+            check_rank(self.dense, rank)
         return name, spec_of(name)
 
     def _kind(self, kind: object) -> str:
@@ -429,13 +429,6 @@ class Topology:
         if name not in self._kinds:
             raise TopologyError(f"unknown kind {show(kind)}; valid kinds: {', '.join(self.kinds)}")
         return name
-
-    def _grid_kind(self, kind: str) -> tuple[Grid, tuple[str, ...]]:
-        """The grid and axes of a grid kind (kept for placement; prefer ``kind(name)``)."""
-        place = spec_of(canonical_kind(kind)).place(self)
-        if place is None:
-            raise TopologyError(f"kind {show(kind)} is no set of grid axes")
-        return place
 
     def _ranks_of(self, rank: int, kind: str) -> Ranks:
         """``group_of(rank, kind)`` of a checked rank as a lazy :class:`Ranks`, in O(axes)."""

@@ -26,6 +26,7 @@ from .._args import show
 from .._errors import TopologyError
 from .._fields import pairs, whole
 from .._layout.groups import Ranks
+from .._megatron.kinds import spec_of
 from .._megatron.shapes import shape_of
 from .._megatron.topology import Topology
 
@@ -108,7 +109,9 @@ def _same(topo: Topology, keys: dict[str, Key], kind: str, other: str, rank: int
         return False
     if not (topo.has_group(rank, kind) and topo.has_group(rank, other)):
         return False
-    return _same_set(topo._ranks_of(rank, kind), topo._ranks_of(rank, other))
+    return _same_set(
+        spec_of(kind).ranks_of(topo, kind, rank), spec_of(other).ranks_of(topo, other, rank)
+    )
 
 
 def _same_set(one: Ranks, other: Ranks) -> bool:
@@ -178,8 +181,7 @@ def _per_parent(topo: Topology, kind: str) -> int:
     Groups ``k * n .. k * n + n - 1`` cut parent group ``k`` the same way, and parent groups
     are translates of each other, so what holds for the first ``n`` groups holds for all.
     """
-    instances = topo.dist_opt_instances
-    return topo.edp // instances if kind == "inter-edp" else instances
+    return spec_of(kind).groups_per_parent(topo)
 
 
 def _spread(count: int, limit: int = _SAMPLE_CHUNKS) -> list[int]:

@@ -37,6 +37,7 @@ from .._fields import tuple_of
 from .._layout.runs import max_gap, point, top, volume
 from .._machine.hosts import NODE_TIER
 from .._machine.rankmap import RankMap
+from .._megatron.kinds import KIND_CLASSES
 from .._megatron.shapes import shape_of
 from .._megatron.topology import Topology
 
@@ -50,11 +51,6 @@ __all__ = [
     "host_sets",
     "slot_sets",
 ]
-
-KIND_CLASSES: tuple[tuple[str, ...], ...] = (("tp", "etp"), ("ep", "cp"), ("pp", "dp", "edp"))
-"""Kinds by how much a crossing costs, most first: tensor parallelism talks every layer, expert
-and context parallelism every MoE / attention layer, pipeline and data parallelism once or twice
-per micro-batch or step. Placement minimises crossings class by class in this order."""
 
 PLACED_KINDS: tuple[str, ...] = tuple(kind for group in KIND_CLASSES for kind in group)
 """The kinds :func:`crossings` counts, in :data:`KIND_CLASSES` order."""

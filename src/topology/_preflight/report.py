@@ -71,7 +71,7 @@ class Report:
 
     def placement(self, kind: str) -> Placement:
         """The placement row of ``kind`` (Megatron names accepted)."""
-        name = self.topology._kind(kind)
+        name = self.topology.kind(kind).name
         return next(p for p in self.placements if p.kind == name)
 
     def codes(self) -> tuple[str, ...]:

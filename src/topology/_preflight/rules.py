@@ -14,6 +14,7 @@ import attrs
 
 from .._errors import TopologyError
 from .._machine.cluster import Cluster
+from .._megatron.kinds import CROSSING_SEVERITY
 from .._megatron.shapes import shape_of
 from .._megatron.topology import Topology
 from .communicators import Communicators
@@ -176,9 +177,6 @@ def _too_large(kind: str) -> Callable[[_Context], list[Finding]]:
     return rule
 
 
-_CROSSING_SEVERITY = {"tp": "error", "etp": "error", "cp": "warning", "ep": "warning"}
-
-
 def _crossing(kind: str) -> Callable[[_Context], list[Finding]]:
     def rule(ctx: _Context) -> list[Finding]:
         row = ctx.rows[kind]
@@ -201,7 +199,7 @@ def _crossing(kind: str) -> Callable[[_Context], list[Finding]]:
             better = ctx.row(best, kind).domains
             return [
                 Finding(
-                    _CROSSING_SEVERITY[kind],
+                    CROSSING_SEVERITY[kind],
                     f"{kind}-crosses-nodes",
                     f"{spread} although {need} would do; order {best.order!r} keeps each "
                     f"{kind} group within {better}",

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import attrs
 
 from .._machine.rankmap import RankMap
+from .._megatron.kinds import CROSSING_SEVERITY
 from .._megatron.topology import Topology
 from .budget import NVLS_LIMIT
 from .communicators import Communicators
@@ -23,8 +24,6 @@ from .crossings import Crossings, distinct_kinds
 from .findings import Finding
 
 __all__ = ["budget_findings", "tier_findings"]
-
-_SEVERITY = {"tp": "error", "etp": "error", "cp": "warning", "ep": "warning"}
 
 
 def _example(topo: Topology, rank_map: RankMap, kind: str, tier: str) -> tuple[int, ...]:
@@ -49,7 +48,7 @@ def tier_findings(
 
     ``best`` computes the crossings of the best host order (called only when some cross).
     """
-    first = distinct_kinds(topo, [k for k in _SEVERITY if k in found.kinds])
+    first = distinct_kinds(topo, [k for k in CROSSING_SEVERITY if k in found.kinds])
     findings = []
     placed: Crossings | None = None
     nvlink = {t.name for t in rank_map.tiers if t.nvlink}
@@ -74,7 +73,9 @@ def tier_findings(
             else:
                 continue
             example = _example(topo, rank_map, kind, tier)
-            findings.append(Finding(_SEVERITY[kind], f"{kind}-crosses-tier", message, example))
+            findings.append(
+                Finding(CROSSING_SEVERITY[kind], f"{kind}-crosses-tier", message, example)
+            )
     return findings
 
 

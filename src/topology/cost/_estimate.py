@@ -12,6 +12,7 @@ from .._args import show
 from .._errors import TopologyError
 from .._machine.cluster import Cluster
 from .._machine.rankmap import RankMap
+from .._megatron.kinds import COST_KINDS
 from .._megatron.topology import Topology
 from .._preflight.placement import crosses_domains
 from ._collectives import ring_all_gather, ring_all_reduce, send, two_level_all_reduce
@@ -37,7 +38,6 @@ DIMENSIONS = ("tp", "cp", "ep", "pp", "dp", "edp")
 
 _LINK_NAMES = {None: "none", False: "intra", True: "inter"}
 _LINK_VALUES = tuple(_LINK_NAMES.values())
-_GROUP_KIND = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dp-cp", "edp": "edp"}
 
 
 def _pairs(name: str, value: object) -> dict[object, object]:
@@ -329,7 +329,7 @@ def _sizes(t: Topology) -> dict[str, int]:
 def _on_cluster(t: Topology, cluster: Cluster, hardware: Hardware) -> _Pricing:
     sizes = _sizes(t)
     crossing = {
-        name: crosses_domains(t, cluster, _GROUP_KIND[name]) if sizes[name] > 1 else None
+        name: crosses_domains(t, cluster, COST_KINDS[name]) if sizes[name] > 1 else None
         for name in DIMENSIONS
     }
     links = {
@@ -352,7 +352,7 @@ def _on_rank_map(
     sizes = _sizes(t)
     tiers = Tiers.of(rank_map, hardware)
     routes: dict[str, Route | None] = {
-        name: tiers.route(t, _GROUP_KIND[name]) if sizes[name] > 1 else None for name in DIMENSIONS
+        name: tiers.route(t, COST_KINDS[name]) if sizes[name] > 1 else None for name in DIMENSIONS
     }
 
     def reduce(name: str, n: int, payload: float) -> float:

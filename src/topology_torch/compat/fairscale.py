@@ -47,8 +47,8 @@ from ..layers import (
     ParallelEmbedding,
     RowParallelLinear,
     VocabParallelEmbedding,
-    _initialize_affine_weight,
 )
+from ..layers import initialize_affine_weight as _initialize_affine_weight
 from ._errors import as_assertion, owned_groups
 
 __all__ = [

@@ -28,7 +28,7 @@ from ._init import (
     initialize_model_parallel_affine_weight_,
 )
 from ._init import (
-    _initialize_affine_weight as _initialize_affine_weight,  # fairscale's name
+    initialize_affine_weight as initialize_affine_weight,  # fairscale's _initialize_affine_weight
 )
 from ._linear import ColumnParallelLinear, RowParallelLinear
 

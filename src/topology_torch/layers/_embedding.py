@@ -32,7 +32,7 @@ from ._init import (
     new_master,
     to_param,
 )
-from ._linear import _divisible, _no_adapter_yet, lora_scaling
+from ._linear import check_no_adapter, local_size, lora_scaling
 
 __all__ = ["ParallelEmbedding", "VocabParallelEmbedding"]
 
@@ -120,7 +120,7 @@ class ParallelEmbedding(nn.Module):
         self.group = resolve_group(group)
         self.tp = group_size(self.group)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        local = _divisible("embedding_dim", embedding_dim, self.tp, 1)
+        local = local_size("embedding_dim", embedding_dim, self.tp, 1)
         self.init_type = init
         self.weight = nn.Parameter(torch.empty(num_embeddings, local, **kw))
         initialize_model_parallel_affine_weight_(
@@ -147,7 +147,7 @@ class ParallelEmbedding(nn.Module):
         """
         rank = check_size("lora_rank", rank)
         scaling = lora_scaling(rank, alpha)
-        _no_adapter_yet(self)
+        check_no_adapter(self)
         master = new_master(rank, self.num_embeddings, like=self.weight)
         if master.device.type != "meta":
             nn.init.kaiming_normal_(master, a=5**0.5)
@@ -241,7 +241,7 @@ class VocabParallelEmbedding(nn.Module):
         self.group = resolve_group(group)
         self.tp = group_size(self.group)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        local = _divisible("num_embeddings", num_embeddings, self.tp, 1)
+        local = local_size("num_embeddings", num_embeddings, self.tp, 1)
         self.vocab_start = group_rank(self.group) * local
         self.vocab_end = self.vocab_start + local
         self.init_type = init

@@ -29,11 +29,11 @@ __all__ = [
     "InitMethod",
     "InitType",
     "Initializer",
-    "_initialize_affine_weight",
     "choose_init",
     "draw_device",
     "gather_master",
     "init_master_",
+    "initialize_affine_weight",
     "initialize_model_parallel_affine_weight_",
     "new_master",
     "shard",
@@ -347,7 +347,7 @@ def _affine(
     return master
 
 
-def _initialize_affine_weight(
+def initialize_affine_weight(
     weight: torch.Tensor,
     out_features: int,
     in_features: int,
@@ -369,7 +369,7 @@ def _initialize_affine_weight(
     >>> import torch
     >>> from topology_torch.ops import _SingleRank
     >>> w = torch.empty(2, 3)
-    >>> _initialize_affine_weight(w, 2, 3, 2, 0, torch.nn.init.ones_, group=_SingleRank())
+    >>> initialize_affine_weight(w, 2, 3, 2, 0, torch.nn.init.ones_, group=_SingleRank())
     >>> w.sum().item()
     6.0
 

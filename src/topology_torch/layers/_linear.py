@@ -57,7 +57,8 @@ def lora_scaling(rank: int, alpha: object) -> float:
     return float(alpha) / rank  # type: ignore[arg-type]
 
 
-def _divisible(name: str, n: int, size: int, stride: int) -> int:
+def local_size(name: str, n: int, size: int, stride: int) -> int:
+    """One rank's share ``n / size`` of dim ``name``, which ``stride * size`` must divide."""
     if n % (size * stride):
         raise TopologyError(
             f"{name}({n}) must be divisible by stride({stride}) * tp({size}) = {size * stride}, "
@@ -92,7 +93,8 @@ def _new_lora_a(
     return nn.Parameter(local.to(device=like.device))
 
 
-def _no_adapter_yet(layer: nn.Module) -> None:
+def check_no_adapter(layer: nn.Module) -> None:
+    """Refuse a second LoRA adapter on ``layer``."""
     if getattr(layer, "lora_a", None) is not None:
         raise TopologyError(
             f"{type(layer).__name__} already has a LoRA adapter of rank {layer.lora_rank}; "
@@ -176,7 +178,7 @@ class ColumnParallelLinear(nn.Module):
         self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
         self.init_type = init
         self.keep_master_weight_for_test = keep_master_weight_for_test
-        local_out = _divisible("out_features", out_features, self.tp, stride)
+        local_out = local_size("out_features", out_features, self.tp, stride)
         self.weight = nn.Parameter(torch.empty(local_out, in_features, **kw))
         self.bias = nn.Parameter(torch.empty(local_out, **kw)) if bias else None
         initialize_model_parallel_affine_weight_(
@@ -202,7 +204,7 @@ class ColumnParallelLinear(nn.Module):
         """
         rank = check_size("lora_rank", rank)
         scaling = lora_scaling(rank, alpha)
-        _no_adapter_yet(self)
+        check_no_adapter(self)
         self.lora_a = _new_lora_a(rank, self.in_features, 1, 0, 1, self.weight)
         self.lora_b = nn.Parameter(self.weight.new_zeros(self.weight.shape[0], rank))
         self.lora_rank, self.lora_scaling = rank, scaling
@@ -319,7 +321,7 @@ class RowParallelLinear(nn.Module):
         self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
         self.init_type = init
         self.keep_master_weight_for_test = keep_master_weight_for_test
-        local_in = _divisible("in_features", in_features, self.tp, stride)
+        local_in = local_size("in_features", in_features, self.tp, stride)
         self.weight = nn.Parameter(torch.empty(out_features, local_in, **kw))
         self.bias = nn.Parameter(torch.empty(out_features, **kw)) if bias else None
         initialize_model_parallel_affine_weight_(
@@ -344,7 +346,7 @@ class RowParallelLinear(nn.Module):
         """
         rank = check_size("lora_rank", rank)
         scaling = lora_scaling(rank, alpha)
-        _no_adapter_yet(self)
+        check_no_adapter(self)
         self.lora_a = _new_lora_a(
             rank, self.in_features, self.tp, self.tp_rank, self.stride, self.weight
         )

@@ -22,7 +22,7 @@ from topology import Reshape, Topology, TopologyError
 from .._agreement import fingerprint
 from .._creation import Registry
 from .._creation_plan import Channel, Settings, key_of
-from .._process_groups import SINGLE, ProcessGroups, describe, release
+from .._process_groups import SINGLE, ProcessGroups, describe, hand_over, release, retire
 
 __all__ = ["apply"]
 
@@ -137,10 +137,10 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
     old, new = result.old, result.new
     me = groups.global_rank
     target = result.rank_of(me)
-    settings, slots, registry = groups._parts()
+    settings, slots, registry = hand_over(groups)
     owned = {id(g): g for g in registry.owned}
     if target is None:
-        groups._retire()
+        retire(groups)
         for group in reversed(list(owned.values())):
             release(group)
         return None
@@ -174,7 +174,7 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
             kept[channel] = SINGLE  # made on first use, by this rank alone
         else:
             kept[channel] = _new(made, members, ranks, channel, owned)
-    groups._retire()
+    retire(groups)
     still = {id(g) for g in made.owned}
     for group in reversed([g for i, g in owned.items() if i not in still]):
         release(group)

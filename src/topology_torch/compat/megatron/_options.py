@@ -28,6 +28,7 @@ from .._errors import FacadeRuntimeError
 
 __all__ = [
     "KINDS",
+    "checked_configs",
     "enable_sharp",
     "nccl_options",
     "pg_options",
@@ -84,10 +85,12 @@ def read_config(path: str | None) -> dict[str, dict[str, Any]]:
         raise TopologyError(
             f"nccl_communicator_config_path {path!r} could not be read: {error}"
         ) from error
-    return _checked(loaded or {}, path)
+    return checked_configs(loaded or {}, path)
 
 
-def _checked(loaded: object, path: str) -> dict[str, dict[str, Any]]:
+def checked_configs(loaded: object, path: str) -> dict[str, dict[str, Any]]:
+    """``loaded`` checked to be Megatron's NCCL configs: group names of :data:`KINDS` mapped to
+    settings (``path`` names where they came from in the messages)."""
     if not isinstance(loaded, Mapping):
         raise TopologyError(
             f"nccl_communicator_config_path {path!r} must map group names to settings, "

@@ -388,11 +388,6 @@ class HyperCommGrid:
     def _key(view: _View, ordered: tuple[str, ...]) -> Key:
         return "-".join(ordered) if view.name == _BASE else (view.name, ordered)
 
-    def _attach(self, dims: list[str], view: str | None, group: Any) -> None:
-        """Keep ``group`` (made elsewhere, not destroyed by :meth:`destroy`) as ``get_pg``'s."""
-        target, ordered = self._locate(dims, view)
-        self._groups[self._key(target, ordered)] = group
-
     def __repr__(self) -> str:
         views = [v for v in self._views if v != _BASE]
         extra = f", views={views}" if views else ""
@@ -400,3 +395,10 @@ class HyperCommGrid:
             f"HyperCommGrid({self.shape}, {self.dim_names}, rank_offset={self.rank_offset}, "
             f"backend={self.backend!r}{extra})"
         )
+
+
+def attach_group(grid: HyperCommGrid, dims: list[str], view: str | None, group: Any) -> None:
+    """Keep ``group`` (made elsewhere, not destroyed by :meth:`HyperCommGrid.destroy`) as
+    ``grid.get_pg(dims, view)``'s (MIMO's grids serve the groups it made)."""
+    target, ordered = grid._locate(dims, view)
+    grid._groups[grid._key(target, ordered)] = group

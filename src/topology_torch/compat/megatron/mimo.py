@@ -43,7 +43,7 @@ from ..._agreement import Proposal, agree, arrival_deadline, barrier, fingerprin
 from ..._creation import Registry, resolve_strategy
 from ..._creation_plan import Channel, key_of
 from ..._process_groups import require_initialized
-from .hyper_comm_grid import HyperCommGrid
+from .hyper_comm_grid import HyperCommGrid, attach_group
 
 __all__ = [
     "FAMILIES",
@@ -407,7 +407,7 @@ def _assemble(
             value = _group_of(
                 module, ours, rank, made, needed.get((module.name, ours or ""), False)
             )
-            grid._attach(list(dims), view, value)
+            attach_group(grid, list(dims), view, value)
             for field in fields:
                 setattr(pgc, field, value)
         for field, kind in EMBEDDINGS:

@@ -721,7 +721,7 @@ def get_nccl_options(pg_name: str, nccl_comm_cfgs: dict[str, dict[str, Any]]) ->
     if pg_name not in nccl_comm_cfgs:
         return None
     return _options.nccl_options(
-        _options._checked({pg_name: nccl_comm_cfgs[pg_name]}, "config")[pg_name]
+        _options.checked_configs({pg_name: nccl_comm_cfgs[pg_name]}, "config")[pg_name]
     )
 
 
@@ -819,7 +819,7 @@ def create_all_gather_groups(
         )
     topology = topology_of(_groups())
     kinds = ("dp-cp", "edp") if for_expert_parallelism and topology.ep > 1 else ("dp-cp",)
-    configs = _options._checked(nccl_comm_cfgs or {}, "nccl_comm_cfgs")
+    configs = _options.checked_configs(nccl_comm_cfgs or {}, "nccl_comm_cfgs")
     options = _options.pg_options(configs, topology, str(dist.get_backend()), None)
     made = extra_groups(
         ProcessGroups.create(

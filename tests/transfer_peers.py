@@ -1,4 +1,5 @@
-"""The peers' source choices, re-implemented on our pieces, for ``bench_transfer.py``.
+"""The peers' source choices, re-implemented on our pieces: ``benchmarks/bench_transfer.py``'s
+baselines, and what the transfer tests check them by.
 
 - ``first``: NeMo-RL's ``nccl_reshard``, the first holder of each slice.
 - ``megatron``: megatron-core 0.19's resharding planner (``select_src_metadata_balanced``, then
@@ -17,7 +18,9 @@ Both send each piece whole, one row per (piece, receiver lacking it), on the pie
 :func:`topology.transfer` cuts (:func:`topology._transfer.param_placement.pieces`), so the
 bytes moved are equal; the statistics are :func:`topology.transfer`'s, bounds included.
 ``tests/torch/test_transfer_megatron.py`` checks ``megatron`` against Megatron's own planner;
-``tests/test_transfer_reference.py`` checks ``first`` against the reference planner.
+``tests/test_transfer_reference.py`` checks ``first`` against the reference planner. They are
+built on the planner's private pieces, so they live with the tests (the benchmark imports only
+public modules of the library, and this one).
 """
 
 from __future__ import annotations
