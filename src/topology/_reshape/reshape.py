@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from .._args import show
+from .._args import check_index, check_size, show
 from .._errors import TopologyError
 from .._machine.allocation import Allocation
 from .._megatron.topology import Topology
@@ -90,11 +90,10 @@ class Reshape:
 
 
 def _ranks(name: str, values: Iterable[int]) -> tuple[int, ...]:
-    out = tuple(values)
-    for value in out:
-        if type(value) is not int or value < 0:
-            raise TopologyError(f"{name} must be ranks or hosts (ints >= 0), got {show(value)}")
-    return out
+    """``values`` as a tuple of ranks or host numbers (each a non-negative int)."""
+    return tuple(
+        check_index(f"{name}[{index}]", value, at_most=None) for index, value in enumerate(values)
+    )
 
 
 def reshape(
@@ -123,8 +122,7 @@ def reshape(
     """
     if not isinstance(layout, Topology):
         raise TopologyError(f"layout must be a Topology, got {show(layout)}")
-    if type(gpus_per_node) is not int or gpus_per_node < 1:
-        raise TopologyError(f"gpus_per_node must be an int >= 1, got {show(gpus_per_node)}")
+    check_size("gpus_per_node", gpus_per_node)
     if layout.world_size % gpus_per_node:
         raise TopologyError(
             f"gpus_per_node({gpus_per_node}) must divide world_size({layout.world_size}); "
@@ -132,8 +130,7 @@ def reshape(
         )
     if policy not in POLICIES:
         raise TopologyError(f"policy must be one of {', '.join(POLICIES)}, got {show(policy)}")
-    if type(accumulation) is not int or accumulation < 1:
-        raise TopologyError(f"accumulation must be an int >= 1, got {show(accumulation)}")
+    check_size("accumulation", accumulation, at_most=None)
     hosts = layout.world_size // gpus_per_node
     offset = layout.rank_offset
     lost = set(_ranks("lost_ranks", lost_ranks))

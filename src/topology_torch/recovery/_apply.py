@@ -20,6 +20,7 @@ import torch.distributed as dist
 from topology import Reshape, Topology, TopologyError
 
 from .._agreement import fingerprint
+from .._args import check_index
 from .._creation import Registry
 from .._creation_plan import Channel, Settings, key_of
 from .._process_groups import SINGLE, ProcessGroups, describe, release
@@ -54,10 +55,7 @@ def _check(groups: object, result: object, generation: object) -> tuple[ProcessG
             f"result must be a topology.Reshape, got {type(result).__name__}; "
             "compute it with topology.reshape(groups.topology, lost_ranks=...)"
         )
-    if type(generation) is not int or generation < 0:
-        raise TopologyError(
-            f"generation must be an int >= 0 (the one agree_lost used), got {generation!r}"
-        )
+    check_index("generation", generation)  # the one agree_lost used
     if not isinstance(groups.topology, Topology) or groups.topology != result.old:
         raise TopologyError(
             f"the reshape starts from {result.old} but these groups realise {groups.topology}; "
