@@ -10,15 +10,14 @@ from .._args import check_index, check_size, show
 from .._errors import TopologyError
 from .._machine.allocation import Allocation
 from .._megatron.topology import Topology
-from . import policies
-from .policies import Candidate
+from .policies import POLICY_TABLE, Candidate, Loss
 from .regroup import KindChange, classify
 
 __all__ = ["POLICIES", "KindChange", "Reshape", "reshape"]
 
-POLICIES = ("auto", "drop", "spares", "shrink")
-"""``drop``: drop the affected data-parallel replicas; ``spares``: spare hosts replace lost
-ones; ``shrink``: survivors shifted left onto fewer replicas; ``auto``: the cheapest."""
+POLICIES = ("auto", *POLICY_TABLE)
+"""The ``policy`` choices: ``auto`` (the cheapest of the rows of ``POLICY_TABLE``, tried in
+order) and each row's name: ``drop``, ``spares``, ``shrink``."""
 
 
 @attrs.frozen(repr=False)
@@ -168,30 +167,26 @@ def reshape(
         raise TopologyError(
             f"spares must be distinct hosts outside the layout's 0 to {hosts - 1}, got {spare}"
         )
-    frozen = frozenset(lost)
+    loss = Loss(layout, frozenset(lost), gpus_per_node, spare, allocation)
     results: list[Reshape] = []
     errors: list[str] = []
-    names = ("drop", "spares", "shrink") if policy == "auto" else (policy,)
+    rows = POLICY_TABLE.values() if policy == "auto" else (POLICY_TABLE[policy],)
     replica = layout.world_size // layout.dp
-    most = (layout.world_size - len(frozen)) // replica * replica
-    for name in names:
-        if name == "spares" and policy == "auto" and not spare:
+    most = (layout.world_size - len(loss.lost)) // replica * replica
+    free = (0, 0, -most)  # rebuilds nothing, moves nothing, keeps every surviving whole replica
+    for row in rows:
+        if policy == "auto" and row.needs_spares and not spare:
             continue
-        if name == "shrink" and results and _cost(results[0]) == (0, 0, -most):
-            continue  # drop already rebuilds nothing, moves nothing and keeps the most ranks
+        if row.whole_replicas and results and min(map(_cost, results)) <= free:
+            continue  # an earlier row already does as well as this one can
         try:
-            if name == "drop":
-                found = policies.drop(layout, frozen)
-            elif name == "spares":
-                found = policies.spares(layout, frozen, gpus_per_node, spare, allocation)
-            else:
-                found = policies.shrink(layout, frozen)
+            found = row.relayout(loss)
         except TopologyError as error:
             if policy != "auto":
                 raise
             errors.append(str(error))
             continue
-        results.append(_result(layout, found, frozen, accumulation))
+        results.append(_result(layout, row.name, found, loss.lost, accumulation))
     if not results:
         raise TopologyError(f"the job cannot continue: {'; and '.join(errors)}")
     return min(results, key=_cost)
@@ -202,14 +197,16 @@ def _cost(r: Reshape) -> tuple[int, int, int]:
     return (r.counts()["rebuild"], len(r.sources), -r.active)
 
 
-def _result(old: Topology, c: Candidate, lost: frozenset[int], accumulation: int) -> Reshape:
-    """The candidate with its communicators counted and its batch kept."""
+def _result(
+    old: Topology, policy: str, c: Candidate, lost: frozenset[int], accumulation: int
+) -> Reshape:
+    """Policy ``policy``'s candidate with its communicators counted and its batch kept."""
     total = old.dp * accumulation
     steps = max(1, round(total / c.new.dp))
     return Reshape(
         old,
         c.new,
-        c.policy,
+        policy,
         tuple(sorted(lost)),
         c.rank_of,
         c.sources,
