@@ -30,6 +30,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_OK",
     "JSON_SCHEMA_VERSION",
+    "JSON_SCHEMA_VERSIONS",
     "MAX_INT",
     "CliError",
     "Once",
@@ -500,16 +501,21 @@ def cluster_from_args(args: argparse.Namespace) -> Cluster | None:
 
 
 JSON_SCHEMA_VERSION = 1
-"""The version of every command's ``--json`` document; keys are only ever added within one."""
+"""The version of a command's ``--json`` document unless :data:`JSON_SCHEMA_VERSIONS` says
+otherwise; keys are only ever added within one version."""
+
+JSON_SCHEMA_VERSIONS = {"reshape": 2}
+"""Documents past version 1: ``reshape`` 2 renamed each kind's ``shrink`` count to ``trim`` (an
+old group minus the ranks that leave), so "shrink" names only the reshape policy."""
 
 
 def json_schema_id(command: str) -> str:
     """The ``schema`` value of ``command``'s JSON document (its schema is in docs/schema/).
 
-    >>> json_schema_id("show")
-    'rank-topology/show/1'
+    >>> json_schema_id("show"), json_schema_id("reshape")
+    ('rank-topology/show/1', 'rank-topology/reshape/2')
     """
-    return f"rank-topology/{command}/{JSON_SCHEMA_VERSION}"
+    return f"rank-topology/{command}/{JSON_SCHEMA_VERSIONS.get(command, JSON_SCHEMA_VERSION)}"
 
 
 def write_json(command: str, data: Mapping[str, Any]) -> None:

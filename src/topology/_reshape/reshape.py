@@ -27,8 +27,8 @@ class Reshape:
     ``rank_of(old)`` is the old rank's new rank, or None (lost, replaced by a spare, or idle in
     reserve). ``sources`` pairs each new rank that must fetch its shard with the surviving old
     rank that holds it. ``communicators`` says, per kind of the new layout, how many groups are
-    reused, shrunk or rebuilt. ``accumulation`` keeps the global batch
-    ``dp * accumulation`` when ``batch_kept``, else is the nearest.
+    reused, trimmed (an old group minus the ranks that leave) or rebuilt. ``accumulation``
+    keeps the global batch ``dp * accumulation`` when ``batch_kept``, else is the nearest.
 
     >>> from topology import Topology, reshape
     >>> r = reshape(Topology(16, tp=2, pp=2), lost_ranks=[5], gpus_per_node=2)
@@ -74,10 +74,10 @@ class Reshape:
         return sum(1 for r in self.mapping if r is not None and r not in fresh)
 
     def counts(self) -> dict[str, int]:
-        """Communicators reused, shrunk and rebuilt, over every kind."""
+        """Communicators reused, trimmed and rebuilt, over every kind."""
         return {
             "reuse": sum(c.reuse for c in self.communicators),
-            "shrink": sum(c.shrink for c in self.communicators),
+            "trim": sum(c.trim for c in self.communicators),
             "rebuild": sum(c.rebuild for c in self.communicators),
         }
 

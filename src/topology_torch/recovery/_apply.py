@@ -3,9 +3,10 @@
 Algorithm, on each surviving rank, per channel (kind, gloo companion, independent copy) of the
 new layout: map the rank's new group back to torch ranks (``Reshape.rank_of`` inverted); when
 that is exactly the rank's old group of the kind, the old communicator object is kept as it is
-(``reuse``); otherwise a new one is made by its members alone
-(``new_group(use_local_synchronization=True)`` under a name every member derives from the
-generation and the ranks), never through the default group, which still holds the dead rank.
+(``reuse``); otherwise (``trim``: the old group minus the ranks that leave; ``rebuild``) a new
+one is made by its members alone (``new_group(use_local_synchronization=True)`` under a name
+every member derives from the generation and the ranks), never through the default group, which
+still holds the dead rank.
 Old communicators nobody keeps are destroyed locally (gloo needs no peer for that). A rank the
 reshape leaves without a new rank (idle, reserve) releases everything and gets None.
 """
