@@ -209,9 +209,19 @@ def test_hostfile_host_lists_share_the_line_slots() -> None:
             "hostfile line 1 has 'ranks=2'; after the host only slots=N may follow, "
             "e.g. node1 slots=8",
         ),
-        ("a slots=2=2", "hostfile line 1 has slots=2=2; slots must be an int from 1 to 65536"),
-        ("a slots=65537", "hostfile line 1 has slots=65537; slots must be an int from 1 to 65536"),
-        ("a slots=-1", "hostfile line 1 has slots=-1; slots must be an int from 1 to 65536"),
+        (
+            "a slots=2=2",
+            "hostfile line 1 has slots=2=2; slots must be a positive int in plain digits 0-9",
+        ),
+        (
+            "a slots=65537",
+            "hostfile line 1 has slots=65537; slots must be at most 65536 (2**16), more GPUs than "
+            "any host has, got 65537",
+        ),
+        (
+            "a slots=-1",
+            "hostfile line 1 has slots=-1; slots must be a positive int in plain digits 0-9",
+        ),
         ("k=v", "hostfile line 1 starts with 'k=v'; give the host name first"),
         (
             "a[1-2] slots=1\n\nb slots=1\na2 slots=1",
@@ -595,7 +605,7 @@ def test_topograph_messages(data: object, hosts: Any, message: str) -> None:
 
 def test_topograph_gpus_message() -> None:
     """A bad gpus_per_host is named as gpus_per_host."""
-    with exactly("gpus_per_host must be an int from 1 to 65536, got 0 (int)"):
+    with exactly("gpus_per_host must be a positive int, got 0 (int)"):
         parse_topograph({"instances": [{"id": "a"}]}, gpus_per_host=0)
 
 

@@ -61,9 +61,12 @@ RACK, LEAF = Tier("rack", nvlink=True), Tier("leaf")
             lambda: Tier("t "),
             "Tier.name must be a non-empty name without surrounding blanks, got 't '",
         ),
-        (lambda: Host("a", 0), "Host.gpus must be an int from 1 to 65536, got 0 (int)"),
-        (lambda: Host("a", 65537), "Host.gpus must be an int from 1 to 65536, got 65537 (int)"),
-        (lambda: Host("a", True), "Host.gpus must be an int from 1 to 65536, got True (bool)"),
+        (lambda: Host("a", 0), "Host.gpus must be a positive int, got 0 (int)"),
+        (
+            lambda: Host("a", 65537),
+            "Host.gpus must be at most 65536 (2**16), more GPUs than any host has, got 65537",
+        ),
+        (lambda: Host("a", True), "Host.gpus must be a positive int, got True (bool)"),
         (
             lambda: Host("a", 1, (" ",)),
             "Host.domains must be a tuple of domain names (non-empty strings) or None, got (' ',)",
@@ -141,15 +144,15 @@ RACK, LEAF = Tier("rack", nvlink=True), Tier("leaf")
         ),
         (
             lambda: Allocation([A1, Host("b", 3)]).rank_map(5),
-            "world_size must be an int from 1 to 4, the GPUs of the 2 hosts, got 5",
+            "world_size must be at most 4, the GPUs of the 2 hosts, got 5",
         ),
         (
             lambda: Allocation([A1]).rank_map(0),
-            "world_size must be an int from 1 to 1, the GPUs of the 1 hosts, got 0",
+            "world_size must be a positive int, got 0 (int)",
         ),
         (
             lambda: Allocation([Host("a", 2)]).rank_map(True),
-            "world_size must be an int from 1 to 2, the GPUs of the 1 hosts, got True",
+            "world_size must be a positive int, got True (bool)",
         ),
         (lambda: RankMap((), (), 1), "RankMap.hosts must name at least one host"),
         (

@@ -62,8 +62,8 @@ BASE: dict[str, Any] = {"tiers": [{"name": "rack"}], "hosts": [{"name": "a", "gp
         ({"hosts": [{"gpus": 4}]}, r"hosts\[0\] needs exactly one of name"),
         ({"hosts": [{"name": "a", "names": "b", "gpus": 1}]}, "exactly one of name"),
         ({"hosts": [{"name": "a"}]}, r"hosts\[0\] has no gpus and the file no gpus_per_host"),
-        ({"hosts": [{"name": "a", "gpus": 0}]}, r"hosts\[0\].gpus must be an int from 1"),
-        ({"gpus_per_host": 2.5}, "gpus_per_host must be an int from 1"),
+        ({"hosts": [{"name": "a", "gpus": 0}]}, r"hosts\[0\].gpus must be a positive int"),
+        ({"gpus_per_host": 2.5}, "gpus_per_host must be a positive int"),
         ({"hosts": [{"names": "n[1-", "gpus": 1}]}, "'\\[' without '\\]'"),
         (
             {"hosts": [{"name": "a", "gpus": 1, "domains": {"leaf": "l1"}}]},
@@ -227,7 +227,7 @@ def test_slurm_topology_errors(text: str, message: str) -> None:
 def test_slurm_topology_argument_errors() -> None:
     """Bad gpus_per_host, plugin or host lists are named."""
     text = "SwitchName=s Nodes=a[1-2]"
-    with pytest.raises(TopologyError, match="gpus_per_host must be an int from 1"):
+    with pytest.raises(TopologyError, match="gpus_per_host must be a positive int"):
         parse_slurm_topology(text, gpus_per_host=0)
     with pytest.raises(TopologyError, match="plugin must be 'tree', 'block' or None"):
         parse_slurm_topology(text, gpus_per_host=1, plugin="ring")  # type: ignore[arg-type]
@@ -317,8 +317,8 @@ def test_hostfile_golden() -> None:
         ("# nothing\n\n", "names no hosts"),
         ("a slots=4\nb", "line 2: host 'b' has no slots=N and no gpus_per_host"),
         ("a max_slots=4", "line 1 has 'max_slots=4'; after the host only slots=N may follow"),
-        ("a slots=x", "line 1 has slots=x; slots must be an int from 1"),
-        ("a slots=0", "slots must be an int from 1"),
+        ("a slots=x", "line 1 has slots=x; slots must be a positive int in plain digits"),
+        ("a slots=0", "slots must be a positive int, got 0"),
         ("slots=4 a", "line 1 starts with 'slots=4'; give the host name first"),
         ("a slots=1\n\nb slots=1\na slots=1", "line 4 lists host 'a' again \\(first on line 1\\)"),
     ],
@@ -337,5 +337,5 @@ def test_hostfile_reader_errors(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe")
     with pytest.raises(TopologyError, match="is not UTF-8 text"):
         read_hostfile(str(binary), gpus_per_host=1)
-    with pytest.raises(TopologyError, match="gpus_per_host must be an int from 1"):
+    with pytest.raises(TopologyError, match="gpus_per_host must be a positive int"):
         parse_hostfile("a", gpus_per_host=-1)

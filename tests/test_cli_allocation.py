@@ -331,7 +331,7 @@ HOSTS = ("--hosts", "node[1-4]", "--gpus-per-host", "4")
         (("show", "-w", "8", *HOSTS, "--launcher-order", "natrual"), ("natrual", "natural")),
         (("show", "-w", "8", "--hosts", "node[3-1]", "--gpus-per-host", "4"), ("node[3-1]",)),
         (("show", "-w", "8", "--hosts", "node[1-4]"), ("--gpus-per-host",)),
-        (("show", "-w", "8", *HOSTS[:2], "--gpus-per-host", "0"), ("gpus_per_host", "'0'")),
+        (("show", "-w", "8", *HOSTS[:2], "--gpus-per-host", "0"), ("gpus_per_host", "got 0 (int)")),
         (("show", "-w", "8", "--launcher-order", "natural"), ("--launcher-order",)),
         (("show", "-w", "8", "--gpus-per-host", "4"), ("--gpus-per-host", "allocation")),
         (("show", "-w", "99", *HOSTS), ("99", "16 GPUs")),

@@ -166,10 +166,13 @@ def test_int_flags_accept_exactly_one_to_two_to_the_forty(number: int) -> None:
         (("plan", "-w", "0", "--gpus-per-node", "8", "--model", "llama-7b"), "world_size"),
         (("check", "-w", "8", "--gpus-per-node", "8", "--nodes", "0"), "nodes"),
         (("check", "-w", "8", "--gpus-per-node", "8", "--nvlink-domain", "-4"), "nvlink_domain"),
-        (("show", "-w", "8", "--tp", "0"), "tp must be a positive int, got '0'"),
-        (("show", "-w", "8", "--rank-offset", "-1"), "rank_offset must be an int >= 0"),
+        (("show", "-w", "8", "--tp", "0"), "tp must be a positive int, got 0 (int)"),
+        (
+            ("show", "-w", "8", "--rank-offset", "-1"),
+            "rank_offset must be a non-negative int, got -1 (int)",
+        ),
         (("show", "-w", "8", "--cp", "4", "--hcp-sizes", "4,0"), "hcp size"),
-        (("show", "-w", str(LIMIT + 1)), "at most 2**40"),
+        (("show", "-w", str(LIMIT + 1)), "at most 1099511627776 (2**40)"),
         (("show", "-w", "9" * 5000), "world_size must be a positive int"),
     ],
 )
@@ -192,8 +195,8 @@ def test_int_flags_out_of_range_are_one_clear_line(argv: tuple[str, ...], fragme
         (("show", "-w", "16", "--cp", "4", "--hcp-sizes", "2,,2"), "got '2,,2'"),
         (("show", "-w", "16", "--cp", "4", "--hcp-sizes", "2,2,"), "got '2,2,'"),
         (("show", "-w", "16", "--cp", "4", "--hcp-sizes", "2 2"), "got '2 2'"),
-        (("rank", "1_0", "-w", "16"), "rank must be an int >= 0 in plain digits 0-9"),
-        (("groups", "tp", "-w", "8", "--limit", "\u0663"), "limit must be an int >= 0"),
+        (("rank", "1_0", "-w", "16"), "rank must be a non-negative int in plain digits 0-9"),
+        (("groups", "tp", "-w", "8", "--limit", "\u0663"), "limit must be a non-negative int"),
         (("show", "--hosts", "n[1-2]", "--gpus-per-host", "\uff18"), "gpus_per_host must be"),
     ],
 )
@@ -254,7 +257,7 @@ def test_ill_typed_config_sizes_are_refused_even_when_a_flag_overrides_them(
         ('{"cluster": {"gpus_per_node": "8"}}', "cluster.gpus_per_node must be a positive int"),
         ('{"cluster": {"gpus": 8}}', "unknown cluster field 'gpus'"),
         ('{"topology": {"world_size": 8, "tpp": 2}}', "unknown topology field 'tpp'"),
-        (f'{{"world_size": 8, "rank_offset": {LIMIT + 1}}}', "at most 2**40"),
+        (f'{{"world_size": 8, "rank_offset": {LIMIT + 1}}}', "at most 1099511627776 (2**40)"),
     ],
 )
 def test_bad_config_values_name_the_key_and_the_file(
@@ -279,7 +282,7 @@ def test_bound_is_inclusive(tmp_path: Path) -> None:
     at = invoke("show", "--config", config(tmp_path, f'{{"world_size": 8, "tp": {LIMIT}}}'))
     over = invoke("show", "--config", config(tmp_path, f'{{"world_size": 8, "tp": {LIMIT + 1}}}'))
     assert_invalid(at[0], at[2], "world_size 8 is not divisible by tp(1099511627776)")
-    assert_invalid(over[0], over[2], "tp must be at most 2**40")
+    assert_invalid(over[0], over[2], "tp must be at most 1099511627776 (2**40)")
 
 
 def test_complete_config_must_be_valid_even_if_flags_fix_it(tmp_path: Path) -> None:
@@ -361,7 +364,7 @@ def test_hostile_toml_is_one_clear_line(tmp_path: Path) -> None:
     """A 12,000-bit hex integer and deep nesting in TOML are exit 2."""
     big = config(tmp_path, "world_size = 0x" + "f" * 3000 + "\n", "big.toml")
     deep = config(tmp_path, "x = " + "[" * 100_000 + "]" * 100_000 + "\n", "deep.toml")
-    assert_invalid(*invoke("show", "--config", big)[::2], "got an integer of 12000 bits")
+    assert_invalid(*invoke("show", "--config", big)[::2], "got <int of about 3613 digits>")
     assert_invalid(*invoke("show", "--config", deep)[::2], "nests too deeply")
 
 

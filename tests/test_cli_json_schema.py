@@ -1,9 +1,10 @@
 """Every command's ``--json`` object matches docs/schema/cli.schema.json (JSON Schema 2020-12).
 
 Laws: the schema file is a valid Draft 2020-12 schema; every output carries
-``"schema": "rank-topology/<command>/1"`` and validates against ``$defs/<command>`` and against
-the whole file. The check is strict: every key the command prints must be named in the schema
-(the published file lets readers meet added keys; the test does not let the file fall behind).
+``"schema": "rank-topology/<command>/<version>"`` (1, ``reshape`` 2) and validates against
+``$defs/<command>`` and against the whole file. The check is strict: every key the command
+prints must be named in the schema (the published file lets readers meet added keys; the test
+does not let the file fall behind).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = REPO / "docs" / "schema" / "cli.schema.json"
 SCHEMA: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
 COMMANDS = ("show", "groups", "rank", "check", "place", "simulate", "plan", "transfer", "reshape")
+VERSIONS = {"reshape": 2}
+"""Documents past schema version 1 (``reshape`` renamed its ``shrink`` counts to ``trim``)."""
 MODULE_DOCUMENTS = ("check-modules", "place-modules")
 """The documents of ``check --modules`` and ``place --modules`` (tested in test_modules_cli.py)."""
 
@@ -164,7 +167,7 @@ def _json(args: list[str]) -> dict[str, Any]:
 def _assert_valid(command: str, data: dict[str, Any], *, whole: bool = True) -> None:
     """``data`` names its schema first and matches ``$defs/<command>`` (and the whole file)."""
     assert next(iter(data)) == "schema"
-    assert data["schema"] == f"rank-topology/{command}/1"
+    assert data["schema"] == f"rank-topology/{command}/{VERSIONS.get(command, 1)}"
     _PER_COMMAND[command].validate(data)
     if whole:
         _WHOLE.validate(data)

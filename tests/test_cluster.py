@@ -49,7 +49,14 @@ def test_every_rank_lands_where_the_machine_puts_it(
 
 @pytest.mark.parametrize("method", ["node_of", "local_gpu", "domain_of"])
 @pytest.mark.parametrize(
-    ("rank", "shown"), [(-1, "-1"), (1.0, "1.0"), ("3", "'3'"), (True, "True"), (None, "None")]
+    ("rank", "shown"),
+    [
+        (-1, "-1 (int)"),
+        (1.0, "1.0 (float)"),
+        ("3", "'3' (str)"),
+        (True, "True (bool)"),
+        (None, "None (NoneType)"),
+    ],
 )
 def test_a_rank_that_is_not_a_non_negative_int_is_refused(
     method: str, rank: object, shown: str
@@ -58,7 +65,7 @@ def test_a_rank_that_is_not_a_non_negative_int_is_refused(
     with pytest.raises(TopologyError) as caught:
         getattr(Cluster(8), method)(rank)
     assert str(caught.value) == f"rank must be a non-negative int, got {shown}"
-    with pytest.raises(TopologyError, match=r"got 7\.5$"):
+    with pytest.raises(TopologyError, match=r"got 7\.5 \(float\)$"):
         getattr(Cluster(8), method)(7.5)
 
 

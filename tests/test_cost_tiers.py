@@ -115,8 +115,8 @@ def test_a_faster_bandwidth_alone_does_not_make_it_cheaper() -> None:
     [
         ((None, TOY_GPU.inter, 2, 2, 1.0), "inner must be a Link"),
         ((TOY_GPU.intra, "inter", 2, 2, 1.0), "outer must be a Link"),
-        ((TOY_GPU.intra, TOY_GPU.inter, 0, 2, 1.0), "m must be an int from 1"),
-        ((TOY_GPU.intra, TOY_GPU.inter, 2, 2.0, 1.0), "k must be an int from 1"),
+        ((TOY_GPU.intra, TOY_GPU.inter, 0, 2, 1.0), "m must be a positive int"),
+        ((TOY_GPU.intra, TOY_GPU.inter, 2, 2.0, 1.0), "k must be a positive int"),
         ((TOY_GPU.intra, TOY_GPU.inter, 2, 2, -1.0), "size"),
     ],
 )

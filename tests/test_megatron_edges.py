@@ -126,7 +126,9 @@ def test_pipeline_refuses_a_stage_of_another_rank() -> None:
 
 def test_virtual_layers_refuses_a_float_layer_count() -> None:
     """num_layers must be an int even when it divides evenly."""
-    with pytest.raises(TopologyError, match=r"^num_layers 8\.0 is not divisible"):
+    with pytest.raises(
+        TopologyError, match=r"^num_layers must be a positive int, got 8\.0 \(float\)"
+    ):
         virtual_layers(0, 8.0, pp=2, vpp=None)  # type: ignore[arg-type]
 
 

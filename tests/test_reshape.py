@@ -43,8 +43,8 @@ def _try(topo: Topology, gpus: int, lost: list[int], policy: str) -> Reshape | N
 
 @FEW
 @given(losses(), st.sampled_from(["drop", "shrink", "auto"]))
-def test_reused_and_shrunk_groups_are_old_groups(case: tuple, policy: str) -> None:
-    """Reused groups are old groups mapped; shrunk ones are old groups minus leaving members."""
+def test_reused_and_trimmed_groups_are_old_groups(case: tuple, policy: str) -> None:
+    """Reused groups are old groups mapped; trimmed ones are old groups minus leaving members."""
     r = _try(*case, policy)
     if r is None:
         return
@@ -55,7 +55,7 @@ def test_reused_and_shrunk_groups_are_old_groups(case: tuple, policy: str) -> No
         whole = {_mapped(r, g) for g in r.old.groups(change.kind)}
         assert sum(1 for g in new_groups if g in whole) == change.reuse
         olds = r.old.groups(change.kind)
-        for index, leave in change.shrinks:
+        for index, leave in change.trims:
             group = olds[index]
             assert leave and all(r.rank_of(group[i]) is None for i in leave)
             rest = tuple(r.rank_of(m) for i, m in enumerate(group) if i not in leave)
@@ -98,12 +98,12 @@ def test_new_layout_is_valid_and_every_shard_has_a_holder(case: tuple, policy: s
 
 
 def test_golden_16384_ranks_one_node_lost_no_spare() -> None:
-    """tp 8, pp 8, one 8-GPU node lost: 0 rebuilt, only the dp family shrunk, all keep."""
+    """tp 8, pp 8, one 8-GPU node lost: 0 rebuilt, only the dp family trimmed, all keep."""
     r = reshape(Topology(16384, tp=8, pp=8), lost_hosts=[3], gpus_per_node=8)
     assert (r.policy, r.new.dp, r.active, r.kept) == ("drop", 255, 16320, 16320)
-    assert r.counts() == {"reuse": 47430, "shrink": 208, "rebuild": 0}
-    shrunk = {c.kind for c in r.communicators if c.shrink}
-    assert shrunk == {"dp-cp", "dp", "tp-dp-cp", "tp-dp", "edp"}
+    assert r.counts() == {"reuse": 47430, "trim": 208, "rebuild": 0}
+    trimmed = {c.kind for c in r.communicators if c.trim}
+    assert trimmed == {"dp-cp", "dp", "tp-dp-cp", "tp-dp", "edp"}
     assert (r.accumulation, r.batch_kept) == (1, False)
 
 
@@ -116,7 +116,7 @@ def test_golden_spare_in_the_same_rack_keeps_every_position() -> None:
     r = reshape(topo, lost_hosts=[1], gpus_per_node=8, allocation=allocation, policy="spares")
     assert r.new == topo and r.replaced == ((1, 9),)
     assert all(r.rank_of(x) == x for x in range(64) if not 8 <= x < 16)
-    assert r.moved == tuple(range(8, 16)) and r.counts()["shrink"] == 0
+    assert r.moved == tuple(range(8, 16)) and r.counts()["trim"] == 0
 
 
 def test_without_an_allocation_the_first_spare_is_taken() -> None:

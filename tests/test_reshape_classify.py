@@ -2,7 +2,7 @@
 
 The counts are computed by arithmetic on each kind's translate shape; the reference here maps
 every old group and compares sets, as the definition reads: a new group is reused when it is an
-old group mapped, shrunk when it is an old group minus the members that leave, else rebuilt.
+old group mapped, trimmed when it is an old group minus the members that leave, else rebuilt.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ FEW = settings(max_examples=25, deadline=None)
 
 
 def _reference(r: Reshape) -> list[tuple[object, ...]]:
-    """``(kind, reuse, shrink, rebuild, gone, shrinks)`` of every new kind, from listed groups."""
+    """``(kind, reuse, trim, rebuild, gone, trims)`` of every new kind, from listed groups."""
     rows: list[tuple[object, ...]] = []
     for kind in r.new.kinds:
         news = [tuple(g) for g in r.new.groups(kind)]
@@ -35,13 +35,13 @@ def _reference(r: Reshape) -> list[tuple[object, ...]]:
             elif kept:
                 part[kept] = (index, tuple(i for i, m in enumerate(mapped) if m is None))
         reuse = sum(1 for g in news if g in whole)
-        shrinks = tuple(part[g] for g in news if g in part)
-        rows.append((kind, reuse, len(shrinks), len(news) - reuse - len(shrinks), gone, shrinks))
+        trims = tuple(part[g] for g in news if g in part)
+        rows.append((kind, reuse, len(trims), len(news) - reuse - len(trims), gone, trims))
     return rows
 
 
 def _counted(r: Reshape) -> list[tuple[object, ...]]:
-    return [(c.kind, c.reuse, c.shrink, c.rebuild, c.gone, c.shrinks) for c in r.communicators]
+    return [(c.kind, c.reuse, c.trim, c.rebuild, c.gone, c.trims) for c in r.communicators]
 
 
 @st.composite
@@ -59,7 +59,7 @@ def losses(draw: st.DrawFn) -> tuple[Topology, int, list[int], list[int]]:
 @FEW
 @given(losses(), st.sampled_from(["drop", "spares", "shrink"]))
 def test_counts_equal_the_listed_reference(case: tuple, policy: str) -> None:
-    """Every kind's reuse / shrink / rebuild / gone counts and shrinks equal the reference."""
+    """Every kind's reuse / trim / rebuild / gone counts and trims equal the reference."""
     topo, gpus, lost, spares = case
     try:
         r = reshape(topo, lost_ranks=lost, gpus_per_node=gpus, spares=spares, policy=policy)

@@ -13,12 +13,12 @@ ARGS = ["reshape", "-w", "64", "--tp", "8", "--pp", "2", "--gpus-per-node", "8"]
 
 
 def test_text_lists_kinds_moves_and_the_new_hostfile(capsys: pytest.CaptureFixture[str]) -> None:
-    """Losing host 1 drops one replica: dp shrinks, the hostfile skips hosts 1 and 5."""
+    """Losing host 1 drops one replica: dp 4 -> 3, the hostfile skips hosts 1 and 5."""
     assert main([*ARGS, "--lost", "1"]) == 0
     out = capsys.readouterr().out
     assert "policy drop: tp8·cp1·ep1·dp4·pp2 (tp fastest) -> tp8·cp1·ep1·dp3·pp2" in out
     assert "48 survivors active, 48 keep their shard" in out
-    assert "dp                  0      16      0        0" in out
+    assert "dp                  0      16    0        0" in out
     assert "new hostfile (6 hosts):\n  host0 slots=8\n  host2 slots=8" in out
 
 
@@ -34,10 +34,10 @@ def test_json_has_the_issue_keys(capsys: pytest.CaptureFixture[str]) -> None:
     """--json gives schema, new, rank_of, keeps_shard, active and communicators."""
     assert main([*ARGS, "--lost-ranks", "8-15", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["schema"] == "rank-topology/reshape/1"
+    assert data["schema"] == "rank-topology/reshape/2"
     assert data["new"]["world_size"] == 48 and data["rank_of"][8] is None
     assert (data["keeps_shard"], data["active"]) == (48, 48)
-    assert data["communicators"]["tp"] == {"reuse": 6, "shrink": 0, "rebuild": 0}
+    assert data["communicators"]["tp"] == {"reuse": 6, "trim": 0, "rebuild": 0}
 
 
 def test_bad_ranges_are_refused(capsys: pytest.CaptureFixture[str]) -> None:

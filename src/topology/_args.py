@@ -11,7 +11,7 @@ from ._errors import TopologyError
 
 __all__ = [
     "MAX_WORLD_SIZE",
-    "check_rank_offset",
+    "check_index",
     "check_size",
     "divisors",
     "format_choices",
@@ -68,40 +68,65 @@ def show(value: object) -> str:
         return f"<{type(value).__name__} object>"
 
 
-def check_size(name: str, value: object) -> int:
-    """Return ``value`` if it is a positive int up to 2**40 (a bool is not a size), else raise.
+_MOST_RANKS = "the most ranks rank-topology lays out"
+"""Why :data:`MAX_WORLD_SIZE` bounds a value (the message's reason when none is given)."""
+
+
+def _number(value: int) -> str:
+    """``value``, with its power of two when it is a large one: ``1099511627776 (2**40)``."""
+    power = value.bit_length() - 1
+    return f"{value} (2**{power})" if value >= 2**16 and value == 1 << power else str(value)
+
+
+def _check_int(
+    name: str, value: object, minimum: int, rule: str, at_most: int | None, why: str
+) -> int:
+    if type(value) is not int or value < minimum:
+        raise TopologyError(f"{name} must be {rule}, got {show(value)} ({type(value).__name__})")
+    if at_most is not None and value > at_most:
+        why = why or (_MOST_RANKS if at_most == MAX_WORLD_SIZE else "")
+        reason = f", {why}" if why else ""
+        raise TopologyError(f"{name} must be at most {_number(at_most)}{reason}, got {show(value)}")
+    return value
+
+
+def check_size(
+    name: str, value: object, *, at_most: int | None = MAX_WORLD_SIZE, why: str = ""
+) -> int:
+    """Return ``value`` if it is a positive int (a bool is not one) up to ``at_most``, else raise.
+
+    The one positive-int rule of the core, with one message for each half: ``{name} must be a
+    positive int, got {value} ({type})`` and ``{name} must be at most {at_most}, {why}, got
+    {value}`` (``why`` says what the bound is; for 2**40 it is the most ranks a layout holds).
+    The bound defaults to 2**40; ``at_most=None`` drops it. A rule on top (divisibility, a range
+    tied to another argument) follows the call. ``topology_torch._args`` has a twin with the
+    same messages.
 
     >>> check_size("tp", 4)
     4
     >>> check_size("tp", True)
     Traceback (most recent call last):
     topology._errors.TopologyError: tp must be a positive int, got True (bool)
-    """
-    if type(value) is not int or value < 1:
-        raise TopologyError(
-            f"{name} must be a positive int, got {show(value)} ({type(value).__name__})"
-        )
-    if value > MAX_WORLD_SIZE:
-        raise TopologyError(
-            f"{name} must be at most {MAX_WORLD_SIZE} (2**40), the most ranks rank-topology "
-            f"lays out, got {show(value)}"
-        )
-    return value
-
-
-def check_rank_offset(value: object) -> int:
-    """Return ``value`` if it is a non-negative int up to 2**40, else raise.
-
-    >>> check_rank_offset(-1)
+    >>> check_size("gpus", 9, at_most=8, why="the GPUs of one host")
     Traceback (most recent call last):
-    topology._errors.TopologyError: rank_offset must be a non-negative int up to 2**40, got -1 (int)
+    topology._errors.TopologyError: gpus must be at most 8, the GPUs of one host, got 9
     """
-    if type(value) is not int or not 0 <= value <= MAX_WORLD_SIZE:
-        raise TopologyError(
-            f"rank_offset must be a non-negative int up to 2**40, got {show(value)} "
-            f"({type(value).__name__})"
-        )
-    return value
+    return _check_int(name, value, 1, "a positive int", at_most, why)
+
+
+def check_index(
+    name: str, value: object, *, at_most: int | None = MAX_WORLD_SIZE, why: str = ""
+) -> int:
+    """Return ``value`` if it is a non-negative int up to ``at_most``, else raise.
+
+    The non-negative twin of :func:`check_size` (ranks, offsets, counts that may be zero), with
+    the same message forms: ``{name} must be a non-negative int, got {value} ({type})``.
+
+    >>> check_index("rank_offset", -1)
+    Traceback (most recent call last):
+    topology._errors.TopologyError: rank_offset must be a non-negative int, got -1 (int)
+    """
+    return _check_int(name, value, 0, "a non-negative int", at_most, why)
 
 
 _WITNESSES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)

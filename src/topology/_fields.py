@@ -10,18 +10,18 @@ can also be built by hand; their fields are checked with these, so a wrong type 
 ...     x: int = attrs.field(validator=whole(0))
 >>> Point(-1)
 Traceback (most recent call last):
-topology._errors.TopologyError: Point.x must be an int from 0 to 2**64, got -1 (int)
+topology._errors.TopologyError: Point.x must be a non-negative int, got -1 (int)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
-from ._args import show
+from ._args import check_index, check_size, show
 from ._errors import TopologyError
 
-__all__ = ["LIMIT", "flag", "instance", "pairs", "text", "tuple_of", "whole"]
+__all__ = ["LIMIT", "LIMIT_WHY", "flag", "instance", "pairs", "text", "tuple_of", "whole"]
 
 Validator = Callable[[Any, Any, Any], None]
 
@@ -37,13 +37,17 @@ LIMIT = 2**64
 """No rank, coordinate or count (Megatron's ``new_group`` calls included) of a layout of at most
 2**40 ranks comes near this; it keeps every value printable."""
 
+LIMIT_WHY = "far beyond any rank, coordinate or count"
+"""Why :data:`LIMIT` bounds a value, for the error message."""
 
-def whole(minimum: int) -> Validator:
-    """An int (not a bool) from ``minimum`` to :data:`LIMIT`."""
+
+def whole(minimum: Literal[0, 1]) -> Validator:
+    """A non-negative (``whole(0)``) or positive (``whole(1)``) int up to :data:`LIMIT`."""
+    rule = check_index if minimum == 0 else check_size
 
     def check(instance: object, attribute: Any, value: object) -> None:
-        if type(value) is not int or not minimum <= value <= LIMIT:
-            raise _fail(instance, attribute, f"an int from {minimum} to 2**64", value)
+        name = f"{type(instance).__name__}.{attribute.name}"
+        rule(name, value, at_most=LIMIT, why=LIMIT_WHY)
 
     return check
 

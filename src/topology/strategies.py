@@ -30,7 +30,7 @@ except ModuleNotFoundError as error:
         name="hypothesis",
     ) from error
 
-from ._args import divisors
+from ._args import check_index, check_size, divisors
 from ._errors import TopologyError
 from ._layout.axis_groups import AxisGroups
 from ._layout.grid import Grid
@@ -49,9 +49,11 @@ _GTP_KINDS = {s.name: s.needs for s in TABLE if s.needs in ("gtp", "egtp")}
 
 
 def _check_int(name: str, value: object, low: int) -> int:
-    if type(value) is not int or value < low:
-        raise InvalidArgument(f"{name} must be an int >= {low}, got {value!r}")
-    return value
+    """The core's positive- (``low=1``) or non-negative-int rule, as hypothesis's error."""
+    try:
+        return (check_index if low == 0 else check_size)(name, value, at_most=None)
+    except TopologyError as error:
+        raise InvalidArgument(str(error)) from None
 
 
 @st.composite
@@ -100,7 +102,9 @@ def _grids(
     max_rank_offset: int,
 ) -> Grid:
     _check_int("min_axes", min_axes, 1)
-    _check_int("max_axes", max_axes, min_axes)
+    _check_int("max_axes", max_axes, 1)
+    if max_axes < min_axes:
+        raise InvalidArgument(f"max_axes({max_axes}) must be at least min_axes({min_axes})")
     _check_int("max_world_size", max_world_size, 1)
     _check_int("max_rank_offset", max_rank_offset, 0)
     if len(set(axis_names)) != len(axis_names) or not all(

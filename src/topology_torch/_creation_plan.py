@@ -32,7 +32,6 @@ __all__ = [
     "Action",
     "Channel",
     "Key",
-    "Layout",
     "Settings",
     "global_plan",
     "key_of",
@@ -42,8 +41,6 @@ __all__ = [
 ]
 
 Action = Literal["new", "same", "single", "world", "absent"]
-Layout = Topology | AxisGroups
-"""What groups can be made of: Megatron's kinds of a Topology, or a Grid's axis sets."""
 DEFAULT_GLOO = ("dp-cp",)
 """``gloo``'s default: a Topology's ``dp-cp`` gets a gloo companion; an AxisGroups' kinds none."""
 Key = tuple[tuple[int, ...], str | None, timedelta | None, int | str, int | None]
@@ -78,7 +75,7 @@ class Channel:
         )
 
 
-def _kind_names(topology: Layout, names: object, argument: str) -> tuple[str, ...]:
+def _kind_names(topology: Topology | AxisGroups, names: object, argument: str) -> tuple[str, ...]:
     if isinstance(names, str):
         raise TopologyError(
             f"{argument} must be a sequence of kinds, got the string {names!r}; "
@@ -101,7 +98,7 @@ def _kind_names(topology: Layout, names: object, argument: str) -> tuple[str, ..
     return tuple(k for k in topology.kinds if k in chosen)
 
 
-def _kind_name(topology: Layout, name: object) -> str | None:
+def _kind_name(topology: Topology | AxisGroups, name: object) -> str | None:
     """The canonical name of kind ``name`` of ``topology`` (Megatron names work), else None."""
     if not isinstance(name, str):
         return None
@@ -130,7 +127,9 @@ def _check_timeout(value: object) -> None:
         )
 
 
-def _per_kind(topology: Layout, value: object, argument: str) -> tuple[object, dict[str, object]]:
+def _per_kind(
+    topology: Topology | AxisGroups, value: object, argument: str
+) -> tuple[object, dict[str, object]]:
     """Split ``value`` (one setting or a ``{kind: setting}`` mapping) into (default, overrides)."""
     if isinstance(value, Mapping):
         overrides = {}
@@ -150,7 +149,7 @@ def _per_kind(topology: Layout, value: object, argument: str) -> tuple[object, d
 class Settings:
     """Everything that decides which communicators exist; equal on every rank (SPMD)."""
 
-    topology: Layout
+    topology: Topology | AxisGroups
     world_size: int  # of the default group
     default_backend: str
     channels: tuple[Channel, ...]
@@ -159,7 +158,7 @@ class Settings:
     @classmethod
     def build(
         cls,
-        topology: Layout | Grid,
+        topology: Topology | AxisGroups | Grid,
         *,
         world_size: int,
         default_backend: str,
@@ -324,7 +323,7 @@ def global_plan(settings: Settings) -> Iterator[tuple[Channel, tuple[int, ...]]]
         done.append(channel)
 
 
-def _holds(topology: Layout, kind: str, ranks: tuple[int, ...]) -> bool:
+def _holds(topology: Topology | AxisGroups, kind: str, ranks: tuple[int, ...]) -> bool:
     """Whether ``ranks`` is a group of ``kind`` (in any position of its sequence)."""
     return topology.has_group(ranks[0], kind) and topology.group_of(ranks[0], kind) == ranks
 

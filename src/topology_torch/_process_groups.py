@@ -12,7 +12,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.distributed_c10d import default_pg_timeout
 
-from topology import Grid, TopologyError
+from topology import AxisGroups, Grid, Topology, TopologyError
 
 from . import _mesh, _world_mesh
 from ._agreement import DEFAULT_ARRIVAL, Proposal, agree, arrival_deadline, barrier, fingerprint
@@ -25,7 +25,7 @@ from ._creation import (
     create_split,
     resolve_strategy,
 )
-from ._creation_plan import DEFAULT_GLOO, Channel, Layout, Settings, key_of, local_plan, shown
+from ._creation_plan import DEFAULT_GLOO, Channel, Settings, key_of, local_plan, shown
 
 __all__ = [
     "SINGLE",
@@ -226,7 +226,7 @@ class ProcessGroups:
     @classmethod
     def create(
         cls,
-        topology: Layout | Grid,
+        topology: Topology | AxisGroups | Grid,
         *,
         kinds: Iterable[str] | None = None,
         backend: str | None = None,
@@ -378,7 +378,7 @@ class ProcessGroups:
     # -- accessors ----------------------------------------------------------------------------
 
     @property
-    def topology(self) -> Layout:
+    def topology(self) -> Topology | AxisGroups:
         """The layout these groups realise."""
         return self._settings.topology
 

@@ -159,7 +159,7 @@ def run(
             for change in plan.communicators:
                 if change.kind in before and groups.has_group(change.kind):
                     kept = groups.group(change.kind) is before[change.kind]
-                    assert kept or change.shrink + change.rebuild > 0, change
+                    assert kept or change.trim + change.rebuild > 0, change
                     assert not kept or change.reuse > 0, change
             # tp and pp groups lie inside a surviving replica: the same objects; dp shrank
             assert groups.group("tp") is tp_before and groups.group("pp") is pp_before

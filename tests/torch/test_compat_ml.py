@@ -124,7 +124,7 @@ def test_freeze_non_lora_leaves_only_the_adapters_trainable() -> None:
         (lambda: lora(_column(), 2, dropout=0.1), r"dropout\(0.1\) is not supported"),
         (lambda: lora(_column(), 2, merge=True), r"merge\(True\) is not supported"),
         (lambda: lora(lora(_column(), 2), 2), r"already has a LoRA adapter of rank 2"),
-        (lambda: lora(_column(), 0), r"lora_rank\(0\) must be an int >= 1"),
+        (lambda: lora(_column(), 0), r"lora_rank must be a positive int, got 0 \(int\)"),
         (lambda: lora(_column(), 2, alpha="x"), r"lora_alpha\('x'\) must be a finite number"),
     ],
 )

@@ -463,7 +463,7 @@ def test_layers_equal_torch_nn(n: int) -> None:
         ),
         (
             lambda g: ColumnParallelLinear(16, 8, lora_rank=0, group=g),
-            r"lora_rank\(0\) must be an int >= 1",
+            r"lora_rank must be a positive int, got 0 \(int\)",
         ),
         (
             lambda g: ColumnParallelLinear(16, 8, sequence_parallel=True, group=g),
@@ -477,7 +477,10 @@ def test_layers_equal_torch_nn(n: int) -> None:
             lambda g: ParallelEmbedding(10, 4, padding_idx=10, group=g),
             r"padding_idx\(10\) must be an int in \[-10, 9\]",
         ),
-        (lambda g: VocabParallelEmbedding(0, 4, group=g), r"num_embeddings\(0\) must be an int"),
+        (
+            lambda g: VocabParallelEmbedding(0, 4, group=g),
+            r"num_embeddings must be a positive int, got 0",
+        ),
     ],
 )
 def test_invalid_arguments_raise(build: Callable[[Any], Any], match: str) -> None:

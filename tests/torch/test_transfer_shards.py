@@ -174,9 +174,9 @@ def test_a_mis_described_layer_is_refused(entry: str, match: str) -> None:
     ("args", "match"),
     [
         (("tp2", 0, {}, 1), r"topology must be a topology.Topology, got str"),
-        ((Topology(1), -1, {}, 1), r"rank must be an int >= 0, got -1"),
+        ((Topology(1), -1, {}, 1), r"rank must be a non-negative int, got -1 \(int\)"),
         ((Topology(1), 0, [], 1), r"layers must be a mapping of name to \(module, placement\)"),
-        ((Topology(1), 0, {}, 0), r"num_layers must be an int >= 1, got 0"),
+        ((Topology(1), 0, {}, 0), r"num_layers must be a positive int, got 0 \(int\)"),
     ],
 )
 def test_bad_arguments_are_refused(args: tuple[Any, ...], match: str) -> None:

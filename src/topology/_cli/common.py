@@ -15,9 +15,9 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
-from .._args import MAX_WORLD_SIZE, show
+from .._args import MAX_WORLD_SIZE, check_index, check_size, show
 from .._datafile import read_data
 from .._errors import TopologyError
 from .._machine.cluster import Cluster
@@ -30,6 +30,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_OK",
     "JSON_SCHEMA_VERSION",
+    "JSON_SCHEMA_VERSIONS",
     "LAYOUT_FLAGS",
     "MAX_INT",
     "TOPOLOGY_SCHEMA",
@@ -189,18 +190,23 @@ def _digits(text: str) -> int | None:
     return int(text)
 
 
-def int_type(name: str, minimum: int = 1, maximum: int = MAX_INT) -> Callable[[str], int]:
-    """An argparse ``type`` for an int in ``[minimum, maximum]`` (default 2**40) named ``name``
-    in its message, spelled in plain ASCII digits (no ``_``, sign, blank or other script).
+def int_type(
+    name: str, minimum: Literal[0, 1] = 1, maximum: int = MAX_INT, why: str = ""
+) -> Callable[[str], int]:
+    """An argparse ``type`` for a positive (``minimum=0``: non-negative) int up to ``maximum``
+    (default 2**40) named ``name`` in its message, spelled in plain ASCII digits (no ``_``,
+    sign, blank or other script); the core's ``check_size``/``check_index`` say what is wrong.
 
     >>> int_type("tp")("8")
     8
     >>> int_type("tp")("1_6")
     Traceback (most recent call last):
     argparse.ArgumentTypeError: tp must be a positive int in plain digits 0-9, got '1_6'
+    >>> int_type("tp")("0")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: tp must be a positive int, got 0 (int)
     """
-    rule = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-    bound = "2**40 = " if maximum == MAX_INT else ""
+    check, rule = (check_size, "a positive int") if minimum else (check_index, "a non-negative int")
 
     def parse(text: str) -> int:
         value = _digits(text)
@@ -208,13 +214,10 @@ def int_type(name: str, minimum: int = 1, maximum: int = MAX_INT) -> Callable[[s
             raise argparse.ArgumentTypeError(
                 f"{name} must be {rule} in plain digits 0-9, got {_show(text)}"
             )
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{name} must be {rule}, got {_show(text)}")
-        if value > maximum:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be at most {bound}{maximum}, got {value}"
-            )
-        return value
+        try:
+            return check(name, value, at_most=maximum, why=why)
+        except TopologyError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
 
     parse.__name__ = name
     return parse
@@ -281,8 +284,7 @@ def add_layout_arguments(parser: argparse.ArgumentParser) -> None:
         "table are also accepted)",
     )
     for dest, flags, text in LAYOUT_FLAGS:
-        minimum = 0 if dest == "rank_offset" else 1
-        kind = int_type(dest, minimum)
+        kind = int_type(dest, 0 if dest == "rank_offset" else 1)
         group.add_argument(*flags, dest=dest, type=kind, action=Once, metavar="N", help=text)
     group.add_argument(
         "--order", action=Once, help="Megatron order string, innermost first (tp-cp-ep-dp-pp)"
@@ -341,9 +343,18 @@ def _bad(label: str, key: str, rule: str, value: object) -> CliError:
     return CliError(f"{label}: {key} must be {rule}, got {_show(value)} ({type(value).__name__})")
 
 
-def _check_int(label: str, key: str, value: object, minimum: int, rule: str) -> None:
-    if type(value) is not int or value < minimum:
-        raise _bad(label, key, rule, value)
+def _check_int(label: str, key: str, value: object, check: Callable[[str, object], int]) -> None:
+    """``check`` (the core's ``check_size`` or ``check_index``) on a config value, as a CliError."""
+    try:
+        check(f"{label}: {key}", value)
+    except TopologyError as error:
+        raise CliError(str(error)) from None
+
+
+def _check_stage(label: str, key: str, value: object) -> None:
+    """A stage index: an int of magnitude at most 2**40 (negative counts from the end)."""
+    if type(value) is not int:
+        raise _bad(label, key, "an int", value)
     if abs(value) > MAX_INT:
         raise CliError(f"{label}: {key} must be at most 2**40 = {MAX_INT}, got {_show(value)}")
 
@@ -352,18 +363,20 @@ def _check_value(label: str, key: str, kind: str, value: object) -> None:
     if value is None and kind.endswith("?"):
         return
     if kind.startswith("size") and kind != "sizes?":
-        _check_int(label, key, value, 1, "a positive int")
+        _check_int(label, key, value, check_size)
     elif kind == "offset":
-        _check_int(label, key, value, 0, "a non-negative int")
+        _check_int(label, key, value, check_index)
     elif kind == "text":
         if not isinstance(value, str):
             raise _bad(label, key, "a string like 'tp-cp-ep-dp-pp'", value)
     else:
         if not isinstance(value, list):
             raise _bad(label, key, "a list of ints", value)
-        minimum, rule = (1, "a positive int") if kind == "sizes?" else (-MAX_INT, "an int")
         for index, item in enumerate(value):
-            _check_int(label, f"{key}[{index}]", item, minimum, rule)
+            if kind == "sizes?":
+                _check_int(label, f"{key}[{index}]", item, check_size)
+            else:
+                _check_stage(label, f"{key}[{index}]", item)
 
 
 def check_table(
@@ -491,16 +504,21 @@ def cluster_from_args(args: argparse.Namespace) -> Cluster | None:
 
 
 JSON_SCHEMA_VERSION = 1
-"""The version of every command's ``--json`` document; keys are only ever added within one."""
+"""The version of a command's ``--json`` document unless :data:`JSON_SCHEMA_VERSIONS` says
+otherwise; keys are only ever added within one version."""
+
+JSON_SCHEMA_VERSIONS = {"reshape": 2}
+"""Documents past version 1: ``reshape`` 2 renamed each kind's ``shrink`` count to ``trim`` (an
+old group minus the ranks that leave), so "shrink" names only the reshape policy."""
 
 
 def json_schema_id(command: str) -> str:
     """The ``schema`` value of ``command``'s JSON document (its schema is in docs/schema/).
 
-    >>> json_schema_id("show")
-    'rank-topology/show/1'
+    >>> json_schema_id("show"), json_schema_id("reshape")
+    ('rank-topology/show/1', 'rank-topology/reshape/2')
     """
-    return f"rank-topology/{command}/{JSON_SCHEMA_VERSION}"
+    return f"rank-topology/{command}/{JSON_SCHEMA_VERSIONS.get(command, JSON_SCHEMA_VERSION)}"
 
 
 def write_json(command: str, data: Mapping[str, Any]) -> None:

@@ -32,8 +32,9 @@ def register(subparsers: Any) -> None:
         "local GPU (with --gpus-per-node), its group of every kind and its position there, "
         "pipeline neighbours and embedding membership.",
     )
+    last = "past the last rank of the largest layout at the largest offset"
     parser.add_argument(
-        "rank", type=int_type("rank", minimum=0, maximum=2 * MAX_INT), help="global rank"
+        "rank", type=int_type("rank", minimum=0, maximum=2 * MAX_INT, why=last), help="global rank"
     )
     add_layout_arguments(parser)
     add_cluster_arguments(parser)

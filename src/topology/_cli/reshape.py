@@ -1,6 +1,6 @@
 """``topology reshape``: the re-layout after lost ranks or hosts (what a launcher calls on failure).
 
-Prints, per kind, how many communicators are reused, shrunk and rebuilt, the ranks that must
+Prints, per kind, how many communicators are reused, trimmed and rebuilt, the ranks that must
 fetch their shard, and the new hostfile (host numbers, ``slots`` = GPUs per host); ``--json``
 gives one object (``new``, ``rank_of``, ``keeps_shard``, ``active``, ``communicators``).
 """
@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
     """Add the ``reshape`` command."""
     parser = subparsers.add_parser(
         "reshape",
-        help="re-layout after lost ranks or hosts: reused / shrunk / rebuilt communicators",
+        help="re-layout after lost ranks or hosts: reused / trimmed / rebuilt communicators",
         description="Re-layout the job without lost ranks or hosts: drop the affected "
         "data-parallel replicas, take spare hosts, or shrink data parallelism (auto: the "
         "cheapest). Host h holds ranks h*G to h*G+G-1 (G = --gpus-per-node).",
@@ -116,7 +116,7 @@ def _document(r: Reshape) -> dict[str, Any]:
         "keeps_shard": r.kept,
         "active": r.active,
         "communicators": {
-            c.kind: {"reuse": c.reuse, "shrink": c.shrink, "rebuild": c.rebuild}
+            c.kind: {"reuse": c.reuse, "trim": c.trim, "rebuild": c.rebuild}
             for c in r.communicators
         },
         "accumulation": r.accumulation,
@@ -153,8 +153,8 @@ def _text(r: Reshape, gpus: int, names: Sequence[str] | None, width: int) -> lis
         + ("" if r.batch_kept else " (nearest: the global batch changes)"),
         "",
     ]
-    rows = [(c.kind, c.reuse, c.shrink, c.rebuild, c.gone) for c in r.communicators]
-    lines += table(("kind", "reuse", "shrink", "rebuild", "gone"), rows, width, align="lrrrr")
+    rows = [(c.kind, c.reuse, c.trim, c.rebuild, c.gone) for c in r.communicators]
+    lines += table(("kind", "reuse", "trim", "rebuild", "gone"), rows, width, align="lrrrr")
     lines += ["", f"ranks that fetch their shard: {len(r.sources)}"]
     lines += [f"  new rank {new} <- old rank {old}" for new, old in r.sources[:8]]
     if len(r.sources) > 8:

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from .._args import MAX_WORLD_SIZE, check_rank_offset, check_size, show
+from .._args import MAX_WORLD_SIZE, check_index, check_size, show
 from .._errors import TopologyError
 from .groups import OrthogonalGroups
 from .runs import compress, index_of, project
@@ -95,7 +95,7 @@ class Grid:
                 f"this grid has {show(world)} ranks, more than {MAX_WORLD_SIZE} (2**40), the most "
                 "rank-topology lays out; use smaller sizes"
             )
-        check_rank_offset(self.rank_offset)
+        check_index("rank_offset", self.rank_offset)
         strides: list[int] = []
         step = 1
         for size in reversed(self.shape):

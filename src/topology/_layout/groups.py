@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import product
 from typing import cast, overload
 
-from .._args import show
+from .._args import check_index, show
 from .._errors import TopologyError
 from .ranks import JSON_RANKS, SHOWN_RANKS, Positions, Ranks, checked_index, checked_slice
 from .runs import Runs, compress, index_of, offsets, point, project, volume
@@ -283,14 +283,11 @@ class DerivedGroups(GroupList):
         group_size: int | None = None,
         index_of: Callable[[int], int | None] | None = None,
     ) -> None:
-        if type(count) is not int or count < 0:
-            raise TopologyError(f"a group count must be a non-negative int, got {show(count)}")
+        check_index("count", count, at_most=None)
         if not callable(make):
             raise TopologyError(f"make must be a function of the group index, got {show(make)}")
-        if group_size is not None and (type(group_size) is not int or group_size < 0):
-            raise TopologyError(
-                f"group_size must be a non-negative int or None, got {show(group_size)}"
-            )
+        if group_size is not None:
+            check_index("group_size", group_size, at_most=None)
         if index_of is not None and not callable(index_of):
             raise TopologyError(
                 f"index_of must be a function from a rank to a group index, got {show(index_of)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from .._args import check_size, show
+from .._args import check_index, check_size, show
 from .._errors import TopologyError
 from .grid import Grid
 
@@ -71,16 +71,12 @@ def hierarchical_groups(
     members = tuple(ranks)
     seen: set[int] = set()
     for position, rank in enumerate(members):
-        if type(rank) is not int or rank < 0:
-            what = "is not a non-negative int"
-        elif rank in seen:
-            what = "repeats an earlier rank"
-        else:
-            seen.add(rank)
-            continue
-        raise TopologyError(
-            f"ranks[{position}] = {show(rank)} {what}; give distinct non-negative ints"
-        )
+        if check_index(f"ranks[{position}]", rank, at_most=None) in seen:
+            raise TopologyError(
+                f"ranks[{position}] = {rank} repeats an earlier rank; "
+                "give distinct non-negative ints"
+            )
+        seen.add(rank)
     return tuple(
         tuple(tuple(members[p] for p in group) for group in grid.groups(f"l{level}"))
         for level in range(len(sizes))

@@ -7,8 +7,7 @@ from typing import Any
 
 import attrs
 
-from .._args import check_size, show
-from .._errors import TopologyError
+from .._args import check_index, check_size
 
 __all__ = ["Cluster"]
 
@@ -49,9 +48,7 @@ class Cluster:
 
     def node_of(self, rank: int) -> int:
         """The node that runs ``rank``."""
-        if type(rank) is not int or rank < 0:
-            raise TopologyError(f"rank must be a non-negative int, got {show(rank)}")
-        return rank // self.gpus_per_node
+        return check_index("rank", rank, at_most=None) // self.gpus_per_node
 
     def local_gpu(self, rank: int) -> int:
         """The GPU index of ``rank`` inside its node."""

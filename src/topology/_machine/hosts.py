@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .._args import format_choices, show
+from .._args import check_size, format_choices, show
 from .._errors import TopologyError
 from .._fields import flag, text
 from .hostlist import natural_key, slurm_key
@@ -169,9 +169,4 @@ def tier_index(tiers: tuple[Tier, ...], tier: str | int) -> int:
 
 def check_gpus(name: str, value: object) -> int:
     """Return ``value`` if it is a GPU count (an int from 1 to :data:`MAX_GPUS_PER_HOST`)."""
-    if type(value) is not int or not 1 <= value <= MAX_GPUS_PER_HOST:
-        raise TopologyError(
-            f"{name} must be an int from 1 to {MAX_GPUS_PER_HOST}, got {show(value)} "
-            f"({type(value).__name__})"
-        )
-    return value
+    return check_size(name, value, at_most=MAX_GPUS_PER_HOST, why="more GPUs than any host has")

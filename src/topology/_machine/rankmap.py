@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from .._args import show
+from .._args import check_size, show
 from .._errors import TopologyError
 from .._fields import text, tuple_of, whole
 from .cluster import Cluster
@@ -89,11 +89,9 @@ class RankMap:
             TopologyError: ``world_size`` is not a positive int or exceeds the GPUs of ``hosts``.
         """
         total = sum(h.gpus for h in hosts)
-        if type(world_size) is not int or not 1 <= world_size <= total:
-            raise TopologyError(
-                f"world_size must be an int from 1 to {total}, the GPUs of the "
-                f"{len(hosts)} hosts, got {show(world_size)}"
-            )
+        check_size(
+            "world_size", world_size, at_most=total, why=f"the GPUs of the {len(hosts)} hosts"
+        )
         used = bisect.bisect_left(list(itertools.accumulate(h.gpus for h in hosts)), world_size)
         return cls(hosts[: used + 1], tiers, world_size)
 

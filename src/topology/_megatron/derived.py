@@ -34,13 +34,13 @@ __all__ = [
     "INTRA_EDP",
     "POSITION_EMBEDDING",
     "Derived",
-    "Layout",
+    "KindSource",
     "grid_locate",
     "splits_dp",
 ]
 
 
-class Layout(Protocol):
+class KindSource(Protocol):
     """What the kind table reads of a topology; Topology satisfies it without being imported."""
 
     @property
@@ -71,7 +71,7 @@ class Layout(Protocol):
     def kind(self, name: str) -> Kind: ...
 
 
-def _everyone(topo: Layout, name: str, rank: int) -> bool:
+def _everyone(topo: KindSource, name: str, rank: int) -> bool:
     return True
 
 
@@ -79,30 +79,30 @@ def _everyone(topo: Layout, name: str, rank: int) -> bool:
 class Derived:
     """How one derived kind sizes, lists and locates its groups, and who belongs to one."""
 
-    size: Callable[[Layout, str], int]
+    size: Callable[[KindSource, str], int]
     """How many ranks one group holds."""
-    groups: Callable[[Layout, str], DerivedGroups]
+    groups: Callable[[KindSource, str], DerivedGroups]
     """All groups, lazily, in Megatron's order."""
-    locate: Callable[[Layout, str, int], tuple[int, int]]
+    locate: Callable[[KindSource, str, int], tuple[int, int]]
     """``(group index, local rank)`` of a member rank; raises for a rank in no group."""
-    has_group: Callable[[Layout, str, int], bool] = _everyone
+    has_group: Callable[[KindSource, str, int], bool] = _everyone
     """True if the rank belongs to some group (only embeddings can say no)."""
-    shape: Callable[[Layout, str], Shape | None] = attrs.field(kw_only=True)
+    shape: Callable[[KindSource, str], Shape | None] = attrs.field(kw_only=True)
     """The groups as translates of one offset set, or None when they are no such family."""
-    per_parent: Callable[[Layout], int] | None = attrs.field(default=None, kw_only=True)
+    per_parent: Callable[[KindSource], int] | None = attrs.field(default=None, kw_only=True)
     """For a distributed-optimizer split, whose groups alone can be irregular: how many groups
     cut one parent group (the dp-cp, dp or edp group it splits, or the world), groups
     ``k * n .. k * n + n - 1`` cutting parent ``k``; None for the other kinds."""
 
 
-def _place(topo: Layout, name: str) -> tuple[Grid, tuple[str, ...]]:
+def _place(topo: KindSource, name: str) -> tuple[Grid, tuple[str, ...]]:
     """The grid and axes of grid kind ``name`` of ``topo``."""
     kind = topo.kind(name)
     assert kind.grid is not None  # only asked of grid kinds
     return kind.grid, kind.axes
 
 
-def _instances(topo: Layout) -> int:
+def _instances(topo: KindSource) -> int:
     return topo.dist_opt_instances
 
 
@@ -119,13 +119,13 @@ def _chunk(index: int, width: int) -> range:
 # -- embeddings: some pipeline stages of each pipeline -------------------------------------------
 
 
-def _embedding_groups(topo: Layout, stages: tuple[int, ...]) -> DerivedGroups:
+def _embedding_groups(topo: KindSource, stages: tuple[int, ...]) -> DerivedGroups:
     pp_groups = topo.dense.groups("pp")
     return DerivedGroups(len(pp_groups), lambda i: pp_groups.ranks(i).take(stages))
 
 
 def _embedding_locate(
-    topo: Layout, name: str, stages: tuple[int, ...], rank: int
+    topo: KindSource, name: str, stages: tuple[int, ...], rank: int
 ) -> tuple[int, int]:
     stage = topo.stage(rank)
     if stage not in stages:
@@ -138,7 +138,7 @@ def _embedding_locate(
     return pipeline_index or 0, stages.index(stage)
 
 
-def _embedding_shape(topo: Layout, stages: tuple[int, ...]) -> Shape:
+def _embedding_shape(topo: KindSource, stages: tuple[int, ...]) -> Shape:
     (pp_digit,), rest = topo.dense.digits("pp")
     points = tuple(stage * pp_digit[1] for stage in stages)
     first = topo.rank_offset + points[0]
@@ -149,7 +149,7 @@ def _embedding_shape(topo: Layout, stages: tuple[int, ...]) -> Shape:
     return Shape(None, tuple(p - points[0] for p in points), normal(rest), first)
 
 
-def _embedding(stages: Callable[[Layout], tuple[int, ...]]) -> Derived:
+def _embedding(stages: Callable[[KindSource], tuple[int, ...]]) -> Derived:
     """The ranks of the pipeline stages ``stages(topo)`` of each pipeline."""
     return Derived(
         lambda topo, name: len(stages(topo)),
@@ -174,11 +174,11 @@ def _level(name: str) -> str:
     return f"l{name.rsplit('-', 1)[1]}"
 
 
-def _hcp_size(topo: Layout, name: str) -> int:
+def _hcp_size(topo: KindSource, name: str) -> int:
     return (topo.hcp_sizes or ())[int(name.rsplit("-", 1)[1])]
 
 
-def _hcp_groups(topo: Layout, name: str) -> DerivedGroups:
+def _hcp_groups(topo: KindSource, name: str) -> DerivedGroups:
     cp_groups = topo.dense.groups("cp")
     levels = level_grid(topo.hcp_sizes or ()).groups(_level(name))
     per = len(levels)
@@ -188,7 +188,7 @@ def _hcp_groups(topo: Layout, name: str) -> DerivedGroups:
     )
 
 
-def _hcp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+def _hcp_locate(topo: KindSource, name: str, rank: int) -> tuple[int, int]:
     level = _level(name)
     levels = level_grid(topo.hcp_sizes or ())
     cp_index, position = grid_locate(topo.dense, ("cp",), rank)
@@ -196,7 +196,7 @@ def _hcp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
     return cp_index * len(levels.groups(level)) + inner, levels.index_in_group(position, level)
 
 
-def _hcp_shape(topo: Layout, name: str) -> Shape:
+def _hcp_shape(topo: KindSource, name: str) -> Shape:
     (cp_digit,), rest = topo.dense.digits("cp")
     inner, outer = level_grid(topo.hcp_sizes or ()).digits(_level(name))
     stride = cp_digit[1]
@@ -214,11 +214,11 @@ HCP_LEVEL = Derived(_hcp_size, _hcp_groups, _hcp_locate, shape=_hcp_shape)
 # -- distributed-optimizer instances: dp-cp and edp split into instances -------------------------
 
 
-def _intra_dp_cp_size(topo: Layout, name: str) -> int:
+def _intra_dp_cp_size(topo: KindSource, name: str) -> int:
     return topo.dense.size("dp", "cp") // topo.dist_opt_instances
 
 
-def _intra_dp_cp_groups(topo: Layout, name: str) -> DerivedGroups:
+def _intra_dp_cp_groups(topo: KindSource, name: str) -> DerivedGroups:
     instances = topo.dist_opt_instances
     dp_cp = topo.dense.groups("dp", "cp")
     width = dp_cp.group_size // instances
@@ -228,7 +228,7 @@ def _intra_dp_cp_groups(topo: Layout, name: str) -> DerivedGroups:
     )
 
 
-def _intra_dp_cp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+def _intra_dp_cp_locate(topo: KindSource, name: str, rank: int) -> tuple[int, int]:
     instances = topo.dist_opt_instances
     group, position = grid_locate(topo.dense, ("dp", "cp"), rank)
     width = topo.dense.size("dp", "cp") // instances
@@ -236,7 +236,7 @@ def _intra_dp_cp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
 
 
 def _instance_digits(
-    topo: Layout, grid: Grid, axes: tuple[str, ...]
+    topo: KindSource, grid: Grid, axes: tuple[str, ...]
 ) -> tuple[Sequence[tuple[int, int]], Sequence[tuple[int, int]], Sequence[tuple[int, int]]] | None:
     """``(low, high, others)``: the digits of ``axes`` cut at one instance's share, and the rest.
 
@@ -251,7 +251,7 @@ def _instance_digits(
 
 
 def _split_shape(
-    topo: Layout, grid: Grid, axes: tuple[str, ...], *, replicas: bool
+    topo: KindSource, grid: Grid, axes: tuple[str, ...], *, replicas: bool
 ) -> Shape | None:
     """The shape of each instance's share of the groups along ``axes`` or, with ``replicas``,
     of one position across the shares; None when the split is no set of digits."""
@@ -263,7 +263,7 @@ def _split_shape(
     return Shape.regular(inner, (*outer, *others), topo.rank_offset)
 
 
-def _intra_dp_cp_shape(topo: Layout, name: str) -> Shape | None:
+def _intra_dp_cp_shape(topo: KindSource, name: str) -> Shape | None:
     return _split_shape(topo, topo.dense, ("dp", "cp"), replicas=False)
 
 
@@ -280,7 +280,7 @@ INTRA_DP_CP = Derived(
 # -- replicate x shard: the data-parallel ranks split at the instance boundary ------------------
 
 
-def splits_dp(topo: Layout) -> bool:
+def splits_dp(topo: KindSource) -> bool:
     """True when the instances cut the dp axis itself: ``instances`` divides dp and cp (if any)
     varies faster than dp, so one instance's share of a dp-cp group is a block of dp
     coordinates times every cp coordinate (torchtitan's ``dp_shard x cp``)."""
@@ -303,19 +303,19 @@ def _across_shares(groups: OrthogonalGroups, size: int, width: int) -> DerivedGr
     )
 
 
-def _dp_replicate_groups(topo: Layout, name: str) -> DerivedGroups:
+def _dp_replicate_groups(topo: KindSource, name: str) -> DerivedGroups:
     dp_cp = topo.dense.groups("dp", "cp")
     size = dp_cp.group_size
     return _across_shares(dp_cp, size, size // topo.dist_opt_instances)
 
 
-def _dp_replicate_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+def _dp_replicate_locate(topo: KindSource, name: str, rank: int) -> tuple[int, int]:
     group, position = grid_locate(topo.dense, ("dp", "cp"), rank)
     width = topo.dense.size("dp", "cp") // topo.dist_opt_instances
     return group * width + position % width, position // width
 
 
-def _dp_replicate_shape(topo: Layout, name: str) -> Shape | None:
+def _dp_replicate_shape(topo: KindSource, name: str) -> Shape | None:
     return _split_shape(topo, topo.dense, ("dp", "cp"), replicas=True)
 
 
@@ -330,7 +330,7 @@ DP_REPLICATE = Derived(
 (torchtitan's ``dp_replicate``; HSDP all-reduces gradients over it)."""
 
 
-def _dp_shard_groups(topo: Layout, name: str) -> DerivedGroups:
+def _dp_shard_groups(topo: KindSource, name: str) -> DerivedGroups:
     instances = topo.dist_opt_instances
     dp = topo.dense.groups("dp")
     width = dp.group_size // instances
@@ -340,14 +340,14 @@ def _dp_shard_groups(topo: Layout, name: str) -> DerivedGroups:
     )
 
 
-def _dp_shard_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+def _dp_shard_locate(topo: KindSource, name: str, rank: int) -> tuple[int, int]:
     instances = topo.dist_opt_instances
     group, position = grid_locate(topo.dense, ("dp",), rank)
     width = topo.dense.size("dp") // instances
     return group * instances + position // width, position % width
 
 
-def _dp_shard_shape(topo: Layout, name: str) -> Shape | None:
+def _dp_shard_shape(topo: KindSource, name: str) -> Shape | None:
     return _split_shape(topo, topo.dense, ("dp",), replicas=False)
 
 
@@ -361,19 +361,19 @@ DP_SHARD = Derived(
 """One instance's share of each dp group, without cp (torchtitan's ``dp_shard``)."""
 
 
-def _edp(topo: Layout, rank: int) -> tuple[int, int, int]:
+def _edp(topo: KindSource, rank: int) -> tuple[int, int, int]:
     """``(edp group index, position in it, width of one instance's share)``."""
     grid, axes = _place(topo, "edp")
     group, position = grid_locate(grid, axes, rank)
     return group, position, topo.edp // topo.dist_opt_instances
 
 
-def _edp_groups(topo: Layout) -> OrthogonalGroups:
+def _edp_groups(topo: KindSource) -> OrthogonalGroups:
     grid, axes = _place(topo, "edp")
     return grid.groups(*axes)
 
 
-def _intra_edp_groups(topo: Layout, name: str) -> DerivedGroups:
+def _intra_edp_groups(topo: KindSource, name: str) -> DerivedGroups:
     instances = topo.dist_opt_instances
     edp_groups = _edp_groups(topo)
     width = topo.edp // instances
@@ -383,20 +383,20 @@ def _intra_edp_groups(topo: Layout, name: str) -> DerivedGroups:
     )
 
 
-def _intra_edp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+def _intra_edp_locate(topo: KindSource, name: str, rank: int) -> tuple[int, int]:
     group, position, width = _edp(topo, rank)
     return group * topo.dist_opt_instances + position // width, position % width
 
 
-def _intra_edp_shape(topo: Layout, name: str) -> Shape | None:
+def _intra_edp_shape(topo: KindSource, name: str) -> Shape | None:
     return _split_shape(topo, *_place(topo, "edp"), replicas=False)
 
 
-def _inter_edp_shape(topo: Layout, name: str) -> Shape | None:
+def _inter_edp_shape(topo: KindSource, name: str) -> Shape | None:
     return _split_shape(topo, *_place(topo, "edp"), replicas=True)
 
 
-def _intra_dist_opt_shape(topo: Layout, name: str) -> Shape | None:
+def _intra_dist_opt_shape(topo: KindSource, name: str) -> Shape | None:
     """One instance: a block of edp positions, times every other axis of the expert grid."""
     found = _instance_digits(topo, *_place(topo, "edp"))
     if found is None:
@@ -415,12 +415,12 @@ INTRA_EDP = Derived(
 """One instance's share of each edp group (Megatron's ``intra_expt_dp``)."""
 
 
-def _inter_edp_groups(topo: Layout, name: str) -> DerivedGroups:
+def _inter_edp_groups(topo: KindSource, name: str) -> DerivedGroups:
     edp = topo.edp
     return _across_shares(_edp_groups(topo), edp, edp // topo.dist_opt_instances)
 
 
-def _inter_edp_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+def _inter_edp_locate(topo: KindSource, name: str, rank: int) -> tuple[int, int]:
     group, position, width = _edp(topo, rank)
     return group * width + position % width, position // width
 
@@ -435,7 +435,7 @@ INTER_EDP = Derived(
 """The same position across the instances of each edp group (Megatron's ``inter_dist_opt``)."""
 
 
-def _intra_dist_opt_groups(topo: Layout, name: str) -> DerivedGroups:
+def _intra_dist_opt_groups(topo: KindSource, name: str) -> DerivedGroups:
     # Consecutive blocks of `width` etp-ep-pp groups: the ranks whose edp coordinate lies in
     # one block.
     grid, axes = _place(topo, "etp-ep-pp")
@@ -444,7 +444,7 @@ def _intra_dist_opt_groups(topo: Layout, name: str) -> DerivedGroups:
     return DerivedGroups(topo.dist_opt_instances, lambda i: _union_block(model_groups, i, width))
 
 
-def _intra_dist_opt_locate(topo: Layout, name: str, rank: int) -> tuple[int, int]:
+def _intra_dist_opt_locate(topo: KindSource, name: str, rank: int) -> tuple[int, int]:
     _, position, width = _edp(topo, rank)
     index = position // width
     return index, _intra_dist_opt_groups(topo, name).ranks(index).index(rank)

@@ -34,7 +34,7 @@ from .derived import (
     INTRA_EDP,
     POSITION_EMBEDDING,
     Derived,
-    Layout,
+    KindSource,
     grid_locate,
     splits_dp,
 )
@@ -101,7 +101,7 @@ class KindSpec:
     kind's groups: ``dp`` on ``dp-cp`` groups (the gradient all-reduce spans cp too), the
     others on their namesakes; None: no line."""
 
-    def names(self, topo: Layout) -> tuple[str, ...]:
+    def names(self, topo: KindSource) -> tuple[str, ...]:
         """The concrete kinds this row gives ``topo`` (none when it does not apply)."""
         if self.needs == "dist_opt_instances" and topo.dist_opt_instances == 1:
             return ()
@@ -114,7 +114,7 @@ class KindSpec:
             return tuple(f"{stem}{level}" for level in range(len(topo.hcp_sizes or ())))
         return (self.name,)
 
-    def place(self, topo: Layout) -> tuple[Grid, tuple[str, ...]] | None:
+    def place(self, topo: KindSource) -> tuple[Grid, tuple[str, ...]] | None:
         """The grid and axes the groups vary along, or None for a derived kind."""
         if self.grid == "dense":
             return topo.dense, _present(topo.dense, self.axes)
@@ -125,45 +125,45 @@ class KindSpec:
             return expert, _present(expert, self.axes)
         return None
 
-    def kind(self, topo: Layout, name: str) -> Kind:
+    def kind(self, topo: KindSource, name: str) -> Kind:
         """The public description of kind ``name`` of ``topo``."""
         place = self.place(topo)
         grid, axes = (None, ()) if place is None else place
         return Kind(name, self.megatron_names, grid, axes)
 
-    def size(self, topo: Layout, name: str) -> int:
+    def size(self, topo: KindSource, name: str) -> int:
         """How many ranks one group holds."""
         place = self.place(topo)
         if place is not None:
             return place[0].size(*place[1])
         return self._derived.size(topo, name)
 
-    def groups(self, topo: Layout, name: str) -> GroupList:
+    def groups(self, topo: KindSource, name: str) -> GroupList:
         """All groups, lazily, in Megatron's order."""
         place = self.place(topo)
         if place is not None:
             return place[0].groups(*place[1])
         return self._derived.groups(topo, name)
 
-    def locate(self, topo: Layout, name: str, rank: int) -> tuple[int, int]:
+    def locate(self, topo: KindSource, name: str, rank: int) -> tuple[int, int]:
         """``(group index, local rank)`` of a checked rank; raises for a rank in no group."""
         place = self.place(topo)
         if place is not None:
             return grid_locate(*place, rank)
         return self._derived.locate(topo, name, rank)
 
-    def shape(self, topo: Layout, name: str) -> Shape | None:
+    def shape(self, topo: KindSource, name: str) -> Shape | None:
         """The groups as translates of one offset set (for placement), or None if irregular."""
         place = self.place(topo)
         if place is not None:
             return Shape.regular(*place[0].digits(*place[1]), topo.rank_offset)
         return self._derived.shape(topo, name)
 
-    def has_group(self, topo: Layout, name: str, rank: int) -> bool:
+    def has_group(self, topo: KindSource, name: str, rank: int) -> bool:
         """True if the checked rank belongs to some group."""
         return self.derived is None or self.derived.has_group(topo, name, rank)
 
-    def ranks_of(self, topo: Layout, name: str, rank: int) -> Ranks:
+    def ranks_of(self, topo: KindSource, name: str, rank: int) -> Ranks:
         """The group holding the checked rank, as a lazy :class:`Ranks`."""
         place = self.place(topo)
         if place is not None:
@@ -172,14 +172,14 @@ class KindSpec:
             return found
         return self.groups(topo, name).ranks(self.locate(topo, name, rank)[0])
 
-    def group_of(self, topo: Layout, name: str, rank: int) -> tuple[int, ...]:
+    def group_of(self, topo: KindSource, name: str, rank: int) -> tuple[int, ...]:
         """The group holding the checked rank, as a tuple."""
         place = self.place(topo)
         if place is not None:
             return place[0].group_of(rank, *place[1])
         return self.groups(topo, name)[self.locate(topo, name, rank)[0]]
 
-    def groups_per_parent(self, topo: Layout) -> int:
+    def groups_per_parent(self, topo: KindSource) -> int:
         """How many groups of a distributed-optimizer kind cut one parent group (see
         :attr:`~.derived.Derived.per_parent`)."""
         per_parent = self._derived.per_parent
@@ -425,6 +425,6 @@ def data_parallel_role(name: str) -> Literal["replica", "family"] | None:
     return spec_of(name).data_parallel
 
 
-def kinds_of(topo: Layout) -> tuple[str, ...]:
+def kinds_of(topo: KindSource) -> tuple[str, ...]:
     """Every kind ``topo`` defines, in Megatron's creation order."""
     return tuple(name for spec in TABLE for name in spec.names(topo))

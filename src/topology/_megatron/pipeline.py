@@ -7,15 +7,26 @@ from typing import Any
 
 import attrs
 
-from .._args import show
+from .._args import check_size, show
 from .._errors import TopologyError
 from .._fields import flag, whole
 from .._layout.groups import Ranks
 
-__all__ = ["MAX_LAYERS", "Pipeline", "virtual_layers"]
+__all__ = ["MAX_LAYERS", "Pipeline", "check_layers", "virtual_layers"]
 
 MAX_LAYERS = 2**20
 """``layers()`` lists every layer index, so the count is bounded."""
+
+
+def check_layers(name: str, value: object) -> int:
+    """Return ``value`` if it is a layer count: a positive int up to :data:`MAX_LAYERS`.
+
+    >>> check_layers("num_layers", 2**21)
+    Traceback (most recent call last):
+    topology._errors.TopologyError: num_layers must be at most 1048576 (2**20), the most layers \
+rank-topology places, got 2097152
+    """
+    return check_size(name, value, at_most=MAX_LAYERS, why="the most layers rank-topology places")
 
 
 def _as_ranks(ranks: Sequence[int]) -> Ranks:
@@ -118,13 +129,10 @@ def virtual_layers(
     chunks = vpp or 1
     if type(stage) is not int or not 0 <= stage < pp:
         raise TopologyError(f"stage {show(stage)} is out of range; valid stages: 0 to {pp - 1}")
-    if type(num_layers) is int and num_layers > MAX_LAYERS:
+    check_layers("num_layers", num_layers)
+    if num_layers % (pp * chunks):
         raise TopologyError(
-            f"num_layers {show(num_layers)} is more than {MAX_LAYERS}, the most layers placed here"
-        )
-    if type(num_layers) is not int or num_layers < 1 or num_layers % (pp * chunks):
-        raise TopologyError(
-            f"num_layers {show(num_layers)} is not divisible by pp({pp}) * vpp({chunks}) = "
+            f"num_layers {num_layers} is not divisible by pp({pp}) * vpp({chunks}) = "
             f"{pp * chunks}; use a positive multiple of {pp * chunks}"
         )
     per_chunk = num_layers // (pp * chunks)

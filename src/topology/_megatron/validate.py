@@ -10,7 +10,7 @@ import attrs
 
 from .._args import (
     MAX_WORLD_SIZE,
-    check_rank_offset,
+    check_index,
     check_size,
     divisors,
     format_choices,
@@ -96,7 +96,7 @@ def validate_topology(
     given_dp = dp
     etp = tp if etp is None else check_size("etp", etp)
     instances = check_size("dist_opt_instances", dist_opt_instances)
-    offset = check_rank_offset(rank_offset)
+    offset = check_index("rank_offset", rank_offset)
     _check_gtp_instances(gtp, egtp, instances)
 
     model = tp * cp * pp * gtp

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from .._args import check_rank_offset, show
+from .._args import check_index, show
 from .._errors import TopologyError
 from .._layout.axis_groups import AxisGroups
 from .._layout.groups import GroupList
@@ -36,7 +36,7 @@ def _placed(layout: object, rank_offset: object, name: str) -> tuple[Layout, int
             f"module {name!r} needs a topology.Topology or topology.AxisGroups layout, got "
             f"{show(layout)} ({type(layout).__name__}); pass e.g. Topology(8, tp=2)"
         )
-    offset = check_rank_offset(rank_offset)
+    offset = check_index("rank_offset", rank_offset)
     own = layout.rank_offset
     if offset and own and offset != own:
         raise TopologyError(

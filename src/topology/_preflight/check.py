@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._args import show
+from .._args import check_size, show
 from .._errors import TopologyError
 from .._machine.allocation import Allocation
 from .._machine.cluster import Cluster
@@ -101,16 +101,12 @@ def check(
             f"cluster must be a Cluster or a RankMap, got {type(cluster).__name__}; "
             "use e.g. Cluster(gpus_per_node=8) or Allocation.rank_map(world_size)"
         )
-    if type(max_communicators) is not int or max_communicators < 1:
-        raise TopologyError(
-            f"max_communicators must be a positive int, got {show(max_communicators)}"
-        )
+    check_size("max_communicators", max_communicators, at_most=None)
     if type(nccl_memory) not in (int, float) or not 0 <= nccl_memory < float("inf"):
         raise TopologyError(
             f"nccl_memory must be a finite number of bytes >= 0, got {show(nccl_memory)}"
         )
-    if type(nvls_limit) is not int or nvls_limit < 1:
-        raise TopologyError(f"nvls_limit must be a positive int, got {show(nvls_limit)}")
+    check_size("nvls_limit", nvls_limit, at_most=None)
     rows = placements(topology, cluster)
     plan: dict[str, Any] = {
         "separate": separate,

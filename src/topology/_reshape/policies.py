@@ -1,14 +1,15 @@
-"""The three ways to go on after a loss, each giving a candidate re-layout (private).
+"""The ways to go on after a loss, each giving a candidate re-layout, and their table (private).
 
 ``drop``: drop the data-parallel replicas that lost a rank (in the smallest aligned blocks that
 keep every shard coordinate); ``spares``: a spare host takes each lost host's place;
 ``shrink``: survivors shifted left onto the largest valid layout (nvidia-resiliency-ext's
-assignment, bounded by the layout's rules), shards moved where coordinates change.
+assignment, bounded by the layout's rules), shards moved where coordinates change. A new policy
+is a function of a :class:`Loss` and a row of :data:`POLICY_TABLE`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import compress
 
 import attrs
@@ -18,17 +19,29 @@ from .._machine.allocation import Allocation
 from .._megatron.topology import Topology
 from .shards import replica_axis, shard_codes, shard_digits, shard_key
 
-__all__ = ["Candidate", "drop", "shrink", "spares"]
+__all__ = ["POLICY_TABLE", "Candidate", "Loss", "Policy", "drop", "shrink", "spares"]
 
 _DROPPED = -(1 << 62)
 """A dropped replica's shift: every rank built from it stays negative."""
 
 
 @attrs.frozen
+class Loss:
+    """What a policy re-lays out: the layout, its lost ranks, and what could replace them."""
+
+    layout: Topology
+    lost: frozenset[int]
+    gpus_per_node: int
+    spares: tuple[int, ...] = ()
+    """Spare host numbers (outside the layout's hosts)."""
+    allocation: Allocation | None = None
+    """Host ``h`` is ``allocation.hosts[h]`` (for a spare sharing a lost host's domain)."""
+
+
+@attrs.frozen
 class Candidate:
     """A re-layout before its communicators are counted."""
 
-    policy: str
     new: Topology
     rank_of: tuple[int | None, ...]
     fresh: tuple[int, ...] = ()
@@ -77,7 +90,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def drop(topo: Topology, lost: frozenset[int]) -> Candidate:
+def drop(loss: Loss) -> Candidate:
     """Drop the data-parallel replicas (aligned blocks of them) that hold a lost rank.
 
     Algorithm: with the dense replica axis of size ``dp`` and stride ``s``, a rank's replica is
@@ -89,6 +102,7 @@ def drop(topo: Topology, lost: frozenset[int]) -> Candidate:
     Raises:
         TopologyError: when every replica holds a lost rank, or no block keeps a valid layout.
     """
+    topo, lost = loss.layout, loss.lost
     axis = replica_axis(topo)
     grid = topo.dense
     index = grid.axes.index(axis)
@@ -112,7 +126,7 @@ def drop(topo: Topology, lost: frozenset[int]) -> Candidate:
             continue
         mapping = _drop_map(topo, new, axis, {d: j for j, d in enumerate(kept)})
         if _keeps_shards(topo, new, mapping):
-            return Candidate("drop", new, mapping)
+            return Candidate(new, mapping)
         reason = "dropping whole replicas moves expert coordinates"
     raise TopologyError(
         f"dropping the replicas {hit} of {size} leaves no valid layout ({reason}); "
@@ -151,13 +165,7 @@ def _keeps_shards(old: Topology, new: Topology, mapping: Sequence[int | None]) -
     return list(compress(old_codes, alive)) == list(map(new_codes.__getitem__, news))
 
 
-def spares(
-    topo: Topology,
-    lost: frozenset[int],
-    gpus_per_node: int,
-    spare_hosts: Sequence[int],
-    allocation: Allocation | None,
-) -> Candidate:
+def spares(loss: Loss) -> Candidate:
     """A spare host takes each lost host's place; the layout and every rank number stay.
 
     A lost host's spare is the first unused one sharing its innermost domain in
@@ -167,8 +175,9 @@ def spares(
     Raises:
         TopologyError: when there are fewer spares than lost hosts.
     """
+    topo, gpus_per_node, spare_hosts = loss.layout, loss.gpus_per_node, loss.spares
     offset = topo.rank_offset
-    lost_hosts = sorted({(r - offset) // gpus_per_node for r in lost})
+    lost_hosts = sorted({(r - offset) // gpus_per_node for r in loss.lost})
     if len(spare_hosts) < len(lost_hosts):
         raise TopologyError(
             f"{len(lost_hosts)} hosts are lost ({lost_hosts}) but only {len(spare_hosts)} "
@@ -177,7 +186,7 @@ def spares(
     free = list(spare_hosts)
     pairs = []
     for host in lost_hosts:
-        chosen = min(free, key=lambda s: (_distance(allocation, host, s), free.index(s)))
+        chosen = min(free, key=lambda s: (_distance(loss.allocation, host, s), free.index(s)))
         free.remove(chosen)
         pairs.append((host, chosen))
     replaced = {h for h, _ in pairs}
@@ -188,9 +197,7 @@ def spares(
     fresh = tuple(
         offset + h * gpus_per_node + g for h in sorted(replaced) for g in range(gpus_per_node)
     )
-    return Candidate(
-        "spares", topo, mapping, fresh, _holders(topo, topo, mapping, fresh), tuple(pairs)
-    )
+    return Candidate(topo, mapping, fresh, _holders(topo, topo, mapping, fresh), tuple(pairs))
 
 
 def _distance(allocation: Allocation | None, host: int, spare: int) -> int:
@@ -202,13 +209,14 @@ def _distance(allocation: Allocation | None, host: int, spare: int) -> int:
     return shared[0] if shared else len(allocation.tiers) + 1
 
 
-def shrink(topo: Topology, lost: frozenset[int]) -> Candidate:
+def shrink(loss: Loss) -> Candidate:
     """Shift the survivors left onto the largest valid layout with fewer replicas.
 
     Raises:
         TopologyError: when the survivors cannot hold one model replica, or a moved shard has
             no surviving holder.
     """
+    topo, lost = loss.layout, loss.lost
     offset = topo.rank_offset
     alive = [r for r in range(offset, offset + topo.world_size) if r not in lost]
     replica = topo.world_size // topo.dp
@@ -226,9 +234,38 @@ def shrink(topo: Topology, lost: frozenset[int]) -> Candidate:
             for local, t in enumerate(mapping)
             if t is not None and old_codes[local] != new_codes[t - offset]
         ]
-        return Candidate("shrink", new, tuple(mapping), (), _holders(topo, new, mapping, moved))
+        return Candidate(new, tuple(mapping), (), _holders(topo, new, mapping, moved))
     raise TopologyError(
         f"{len(alive)} ranks survive but one model replica needs {replica} "
         f"(world_size {topo.world_size} / dp {topo.dp}) and no smaller valid layout fits; "
         "add hosts or restart with less model parallelism"
     )
+
+
+@attrs.frozen
+class Policy:
+    """One row of the policy table: how the policy re-lays out a loss, and what ``auto`` needs.
+
+    ``needs_spares``: ``auto`` tries it only when spare hosts are given. ``whole_replicas``: it
+    keeps at most the survivors' whole model replicas, so ``auto`` skips it once an earlier
+    policy already rebuilds nothing, moves nothing and keeps all of them (a tie goes to the
+    earlier row anyway).
+    """
+
+    name: str
+    relayout: Callable[[Loss], Candidate]
+    needs_spares: bool = False
+    whole_replicas: bool = False
+
+
+POLICY_TABLE = {
+    row.name: row
+    for row in (
+        Policy("drop", drop, whole_replicas=True),
+        Policy("spares", spares, needs_spares=True),
+        Policy("shrink", shrink, whole_replicas=True),
+    )
+}
+"""The re-layout policies by name, in the order ``auto`` tries them (on equal cost the earlier
+wins): ``drop`` the affected data-parallel replicas; spare hosts replace lost ones (``spares``);
+survivors shifted left onto fewer replicas (``shrink``)."""

@@ -1,4 +1,7 @@
-"""Per kind, which communicators a re-layout reuses, shrinks or rebuilds (private)."""
+"""Per kind, which communicators a re-layout reuses, trims or rebuilds (private).
+
+A communicator is *trimmed* when its new group is its old group minus the ranks that leave (the
+word is not the ``shrink`` reshape policy, which may trim, reuse or rebuild any of them)."""
 
 from __future__ import annotations
 
@@ -24,17 +27,17 @@ offset stay negative."""
 class KindChange:
     """What happens to the communicators of one kind.
 
-    ``shrinks`` pairs the index of each shrunk old group with the members that leave it, as
-    positions in that group (what ``torch.distributed.shrink_group`` takes). ``gone`` counts
-    the old groups no active rank stays in (destroyed, nothing to build).
+    ``trims`` pairs the index of each trimmed old group with the members that leave it, as
+    positions in that group (what ``torch.distributed.shrink_group`` takes to trim one in
+    place). ``gone`` counts the old groups no active rank stays in (destroyed, nothing to build).
     """
 
     kind: str
     reuse: int
-    shrink: int
+    trim: int
     rebuild: int
     gone: int = 0
-    shrinks: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    trims: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 @attrs.frozen
@@ -43,20 +46,20 @@ class _Pairing:
     with these two shapes).
 
     ``clean`` counts the new groups that are exactly the active members of one old group
-    (mapped); when the groups shrink, ``shrunk`` gives each one's first rank and its old
+    (mapped); when the groups lose members, ``trimmed`` gives each one's first rank and its old
     group's first rank.
     """
 
     groups: int
     clean: int
     gone: int
-    shrunk: tuple[tuple[int, int], ...] = ()
+    trimmed: tuple[tuple[int, int], ...] = ()
 
 
 def classify(
     old: Topology, new: Topology, rank_of: Sequence[int | None], fresh: Sequence[int]
 ) -> tuple[KindChange, ...]:
-    """Every kind of ``new``: a new group is reused when it is an old group (mapped), shrunk
+    """Every kind of ``new``: a new group is reused when it is an old group (mapped), trimmed
     when it is an old group minus the ranks that leave, else rebuilt.
 
     Algorithm: label every rank with its group (by arithmetic on the groups' translate shape,
@@ -178,11 +181,11 @@ def _pair(
     if volume(old_shape.inner or ()) == volume(new_shape.inner or ()):
         return _Pairing(groups, len(clean), gone)
     new_base, old_base = new_shape.offset, old_shape.offset
-    shrunk = tuple(
+    trimmed = tuple(
         (new_base + point(g, new_shape.outer), old_base + point(o, old_shape.outer))
         for g, o in clean
     )
-    return _Pairing(groups, len(clean), gone, shrunk)
+    return _Pairing(groups, len(clean), gone, trimmed)
 
 
 def _change(
@@ -190,16 +193,16 @@ def _change(
 ) -> KindChange:
     """A pairing read for ``kind``: groups numbered as ``kind`` numbers them."""
     rebuild = pairing.groups - pairing.clean
-    if not pairing.shrunk:
+    if not pairing.trimmed:
         return KindChange(kind, pairing.clean, 0, rebuild, pairing.gone)
     olds = old.groups(kind)
-    shrinks = []
-    for new_rank, old_rank in pairing.shrunk:
+    trims = []
+    for new_rank, old_rank in pairing.trimmed:
         index = old.group_index(old_rank, kind)
         leave = tuple(compress(count(), map(leaves.__getitem__, olds[index])))
-        shrinks.append((new.group_index(new_rank, kind), index, leave))
-    shrinks.sort()
-    return KindChange(kind, 0, pairing.clean, rebuild, pairing.gone, tuple(s[1:] for s in shrinks))
+        trims.append((new.group_index(new_rank, kind), index, leave))
+    trims.sort()
+    return KindChange(kind, 0, pairing.clean, rebuild, pairing.gone, tuple(t[1:] for t in trims))
 
 
 def _listed(
@@ -228,8 +231,8 @@ def _listed(
                 active[index] += 1
     # the old group of each new rank (-1: a fresh rank); shifted so group ranks index it
     came = [-1] * new_offset + [-1 if o < 0 else label[o] for o in old_of]
-    reuse = shrink = rebuild = 0
-    shrinks = []
+    reuse = trim = rebuild = 0
+    trims = []
     for group in new.groups(kind):
         index = came[group[0]]
         if index < 0 or {came[r] for r in group} != {index} or len(group) != active[index]:
@@ -237,9 +240,9 @@ def _listed(
         elif active[index] == sizes[index]:
             reuse += 1
         else:
-            shrink += 1
+            trim += 1
             members = olds[index]
             leave = tuple(i for i, r in enumerate(members) if rank_of[r - offset] is None)
-            shrinks.append((index, leave))
+            trims.append((index, leave))
     gone = sum(1 for count in active if count == 0)
-    return KindChange(kind, reuse, shrink, rebuild, gone, tuple(shrinks))
+    return KindChange(kind, reuse, trim, rebuild, gone, tuple(trims))

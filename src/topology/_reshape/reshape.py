@@ -6,19 +6,18 @@ from collections.abc import Iterable
 
 import attrs
 
-from .._args import show
+from .._args import check_index, check_size, show
 from .._errors import TopologyError
 from .._machine.allocation import Allocation
 from .._megatron.topology import Topology
-from . import policies
-from .policies import Candidate
+from .policies import POLICY_TABLE, Candidate, Loss
 from .regroup import KindChange, classify
 
 __all__ = ["POLICIES", "KindChange", "Reshape", "reshape"]
 
-POLICIES = ("auto", "drop", "spares", "shrink")
-"""``drop``: drop the affected data-parallel replicas; ``spares``: spare hosts replace lost
-ones; ``shrink``: survivors shifted left onto fewer replicas; ``auto``: the cheapest."""
+POLICIES = ("auto", *POLICY_TABLE)
+"""The ``policy`` choices: ``auto`` (the cheapest of the rows of ``POLICY_TABLE``, tried in
+order) and each row's name: ``drop``, ``spares``, ``shrink``."""
 
 
 @attrs.frozen(repr=False)
@@ -28,8 +27,8 @@ class Reshape:
     ``rank_of(old)`` is the old rank's new rank, or None (lost, replaced by a spare, or idle in
     reserve). ``sources`` pairs each new rank that must fetch its shard with the surviving old
     rank that holds it. ``communicators`` says, per kind of the new layout, how many groups are
-    reused, shrunk or rebuilt. ``accumulation`` keeps the global batch
-    ``dp * accumulation`` when ``batch_kept``, else is the nearest.
+    reused, trimmed (an old group minus the ranks that leave) or rebuilt. ``accumulation``
+    keeps the global batch ``dp * accumulation`` when ``batch_kept``, else is the nearest.
 
     >>> from topology import Topology, reshape
     >>> r = reshape(Topology(16, tp=2, pp=2), lost_ranks=[5], gpus_per_node=2)
@@ -75,10 +74,10 @@ class Reshape:
         return sum(1 for r in self.mapping if r is not None and r not in fresh)
 
     def counts(self) -> dict[str, int]:
-        """Communicators reused, shrunk and rebuilt, over every kind."""
+        """Communicators reused, trimmed and rebuilt, over every kind."""
         return {
             "reuse": sum(c.reuse for c in self.communicators),
-            "shrink": sum(c.shrink for c in self.communicators),
+            "trim": sum(c.trim for c in self.communicators),
             "rebuild": sum(c.rebuild for c in self.communicators),
         }
 
@@ -90,11 +89,10 @@ class Reshape:
 
 
 def _ranks(name: str, values: Iterable[int]) -> tuple[int, ...]:
-    out = tuple(values)
-    for value in out:
-        if type(value) is not int or value < 0:
-            raise TopologyError(f"{name} must be ranks or hosts (ints >= 0), got {show(value)}")
-    return out
+    """``values`` as a tuple of ranks or host numbers (each a non-negative int)."""
+    return tuple(
+        check_index(f"{name}[{index}]", value, at_most=None) for index, value in enumerate(values)
+    )
 
 
 def reshape(
@@ -123,8 +121,7 @@ def reshape(
     """
     if not isinstance(layout, Topology):
         raise TopologyError(f"layout must be a Topology, got {show(layout)}")
-    if type(gpus_per_node) is not int or gpus_per_node < 1:
-        raise TopologyError(f"gpus_per_node must be an int >= 1, got {show(gpus_per_node)}")
+    check_size("gpus_per_node", gpus_per_node)
     if layout.world_size % gpus_per_node:
         raise TopologyError(
             f"gpus_per_node({gpus_per_node}) must divide world_size({layout.world_size}); "
@@ -132,8 +129,7 @@ def reshape(
         )
     if policy not in POLICIES:
         raise TopologyError(f"policy must be one of {', '.join(POLICIES)}, got {show(policy)}")
-    if type(accumulation) is not int or accumulation < 1:
-        raise TopologyError(f"accumulation must be an int >= 1, got {show(accumulation)}")
+    check_size("accumulation", accumulation, at_most=None)
     hosts = layout.world_size // gpus_per_node
     offset = layout.rank_offset
     lost = set(_ranks("lost_ranks", lost_ranks))
@@ -171,30 +167,26 @@ def reshape(
         raise TopologyError(
             f"spares must be distinct hosts outside the layout's 0 to {hosts - 1}, got {spare}"
         )
-    frozen = frozenset(lost)
+    loss = Loss(layout, frozenset(lost), gpus_per_node, spare, allocation)
     results: list[Reshape] = []
     errors: list[str] = []
-    names = ("drop", "spares", "shrink") if policy == "auto" else (policy,)
+    rows = POLICY_TABLE.values() if policy == "auto" else (POLICY_TABLE[policy],)
     replica = layout.world_size // layout.dp
-    most = (layout.world_size - len(frozen)) // replica * replica
-    for name in names:
-        if name == "spares" and policy == "auto" and not spare:
+    most = (layout.world_size - len(loss.lost)) // replica * replica
+    free = (0, 0, -most)  # rebuilds nothing, moves nothing, keeps every surviving whole replica
+    for row in rows:
+        if policy == "auto" and row.needs_spares and not spare:
             continue
-        if name == "shrink" and results and _cost(results[0]) == (0, 0, -most):
-            continue  # drop already rebuilds nothing, moves nothing and keeps the most ranks
+        if row.whole_replicas and results and min(map(_cost, results)) <= free:
+            continue  # an earlier row already does as well as this one can
         try:
-            if name == "drop":
-                found = policies.drop(layout, frozen)
-            elif name == "spares":
-                found = policies.spares(layout, frozen, gpus_per_node, spare, allocation)
-            else:
-                found = policies.shrink(layout, frozen)
+            found = row.relayout(loss)
         except TopologyError as error:
             if policy != "auto":
                 raise
             errors.append(str(error))
             continue
-        results.append(_result(layout, found, frozen, accumulation))
+        results.append(_result(layout, row.name, found, loss.lost, accumulation))
     if not results:
         raise TopologyError(f"the job cannot continue: {'; and '.join(errors)}")
     return min(results, key=_cost)
@@ -205,14 +197,16 @@ def _cost(r: Reshape) -> tuple[int, int, int]:
     return (r.counts()["rebuild"], len(r.sources), -r.active)
 
 
-def _result(old: Topology, c: Candidate, lost: frozenset[int], accumulation: int) -> Reshape:
-    """The candidate with its communicators counted and its batch kept."""
+def _result(
+    old: Topology, policy: str, c: Candidate, lost: frozenset[int], accumulation: int
+) -> Reshape:
+    """Policy ``policy``'s candidate with its communicators counted and its batch kept."""
     total = old.dp * accumulation
     steps = max(1, round(total / c.new.dp))
     return Reshape(
         old,
         c.new,
-        c.policy,
+        policy,
         tuple(sorted(lost)),
         c.rank_of,
         c.sources,

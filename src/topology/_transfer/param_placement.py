@@ -37,9 +37,9 @@ from collections.abc import Hashable
 
 import attrs
 
-from .._args import show
 from .._errors import TopologyError
 from .._layout.grid import Grid
+from .._megatron.pipeline import check_layers
 from .._megatron.split.split import PipelineSplit, check_split, layers_of
 from .._megatron.topology import Topology
 from .params import Param
@@ -144,8 +144,7 @@ def layer_chunks(
     >>> layer_chunks(Topology(3, pp=3), 5, PipelineSplit(first_stage_layers=1, last_stage_layers=1))
     ((0, 0), (1, 0), (1, 0), (1, 0), (2, 0))
     """
-    if type(num_layers) is not int or num_layers < 1:
-        raise TopologyError(f"num_layers must be an int >= 1, got {show(num_layers)}")
+    check_layers("num_layers", num_layers)
     pp, chunks = topology.pp, topology.vpp or 1
     if pipeline_split is not None or num_layers % (pp * chunks) == 0:
         placed = tuple(topology.layers(stage, num_layers, pipeline_split) for stage in range(pp))

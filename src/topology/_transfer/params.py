@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 
-from .._args import show
+from .._args import check_size, show
 from .._errors import TopologyError
-from .._fields import LIMIT, text, whole
+from .._fields import LIMIT, LIMIT_WHY, text, whole
 
 __all__ = ["POSITIONS", "SHARDINGS", "Param", "Sharding"]
 
@@ -66,15 +66,13 @@ POSITIONS = ("first", "last", "tied")
 
 
 def _shape(instance: Any, attribute: Any, value: Any) -> None:
-    if (
-        type(value) is not tuple
-        or not value
-        or any(type(n) is not int or not 1 <= n <= LIMIT for n in value)
-    ):
+    if type(value) is not tuple or not value:
         raise TopologyError(
-            f"Param.shape must be a non-empty tuple of ints >= 1, got {show(value)}; "
+            f"Param.shape must be a non-empty tuple of sizes, got {show(value)}; "
             "give the global shape, e.g. (4096, 1024)"
         )
+    for dim, size in enumerate(value):
+        check_size(f"Param.shape[{dim}]", size, at_most=LIMIT, why=LIMIT_WHY)
 
 
 def _choice(choices: tuple[str, ...]) -> Any:
@@ -136,12 +134,10 @@ class Param:
         if self.parts is None:
             return
         length = self.shape[self.cut_dim]
-        if (
-            type(self.parts) is not tuple
-            or not self.parts
-            or any(type(n) is not int or n < 1 for n in self.parts)
-            or sum(self.parts) != length
-        ):
+        if type(self.parts) is tuple:
+            for index, part in enumerate(self.parts):
+                check_size(f"Param {self.name!r} parts[{index}]", part, at_most=None)
+        if type(self.parts) is not tuple or not self.parts or sum(self.parts) != length:
             raise TopologyError(
                 f"Param {self.name!r} parts {show(self.parts)} must be ints >= 1 summing to dim "
                 f"{self.cut_dim} of shape {self.shape} ({length}); give each fused part's size"

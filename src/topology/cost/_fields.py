@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 
-from .._args import show
+from .._args import check_index, check_size, show
 from .._errors import TopologyError
 
 __all__ = [
@@ -71,16 +71,15 @@ def check_amount(name: str, value: object, *, strict: bool = False) -> float:
     return float(number)
 
 
-def check_count(name: str, value: object, minimum: int = 1) -> int:
-    """``value`` if it is an int from ``minimum`` to 2**53 (a bool is not a count), else raise.
+def check_count(name: str, value: object, minimum: Literal[0, 1] = 1) -> int:
+    """``value`` if it is a positive (``minimum=0``: non-negative) int up to 2**53, else raise.
 
     >>> check_count("layers", 0)
     Traceback (most recent call last):
-    topology._errors.TopologyError: layers must be an int from 1 to 2**53, got 0
+    topology._errors.TopologyError: layers must be a positive int, got 0 (int)
     """
-    if type(value) is not int or not minimum <= value <= MAX_COUNT:
-        raise TopologyError(f"{name} must be an int from {minimum} to 2**53, got {show(value)}")
-    return value
+    rule = check_index if minimum == 0 else check_size
+    return rule(name, value, at_most=MAX_COUNT, why="the most a float counts exactly")
 
 
 def check_flag(name: str, value: object) -> bool:

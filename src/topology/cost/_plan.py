@@ -8,7 +8,7 @@ from typing import Any, TypeGuard
 
 import attrs
 
-from .._args import MAX_WORLD_SIZE, divisors, show
+from .._args import check_size, divisors, show
 from .._errors import TopologyError
 from .._machine.allocation import Allocation
 from .._machine.cluster import Cluster
@@ -63,7 +63,7 @@ class Plan:
         checked: True when ``topology.check`` screened the ranked layouts (always, today).
     """
 
-    world_size: int = attrs.field(validator=lambda _, __, value: _world_size(value))
+    world_size: int = attrs.field(validator=lambda _, __, value: check_size("world_size", value))
     cluster: Cluster | RankMap = attrs.field(
         validator=instance_of((Cluster, RankMap), "a Cluster or a RankMap")
     )
@@ -268,7 +268,7 @@ def _inputs(
     distributed_optimizer: object,
 ) -> tuple[int, Cluster | RankMap, Workload, int, Hardware]:
     """Check :func:`plan`'s scalar arguments; return the world, cluster, workload and experts."""
-    world = _world_size(world_size)
+    world = check_size("world_size", world_size)
     if isinstance(cluster, Allocation):
         if cluster.gpus < world:
             raise TopologyError(
@@ -309,14 +309,6 @@ def _inputs(
             f"{cluster.gpus_per_node} GPUs = {cluster.world_size}; drop nodes or fix world_size"
         )
     return world, cluster, work, experts, hardware
-
-
-def _world_size(value: object) -> int:
-    if type(value) is not int or not 1 <= value <= MAX_WORLD_SIZE:
-        raise TopologyError(
-            f"world_size must be an int from 1 to {MAX_WORLD_SIZE} (2**40), got {show(value)}"
-        )
-    return value
 
 
 def _domain_size(where: Cluster | RankMap) -> int:

@@ -47,6 +47,7 @@ import torch.distributed as dist
 
 from topology import Grid, TopologyError
 
+from .._args import check_size
 from .._process_groups import require_initialized
 from ._errors import FacadeAssertionError
 
@@ -279,8 +280,7 @@ def _prime_factors(n: int) -> list[int]:
     >>> _prime_factors(12), _prime_factors(1)
     ([2, 2, 3], [])
     """
-    if type(n) is not int or n <= 0:
-        raise TopologyError(f"n must be a positive int to factor, got {n!r}")
+    check_size("n", n)
     factors: list[int] = []
     candidate = 2
     while candidate * candidate <= n:

@@ -44,6 +44,7 @@ import torch.distributed as dist
 from topology import Topology
 
 from .. import _default
+from .._args import check_size
 from .._process_groups import ProcessGroups, require_initialized
 from ._errors import FacadeAssertionError, NotInitializedError, as_assertion, owned_groups
 from ._views import View, group_view, ranks_view
@@ -175,8 +176,7 @@ def ensure_divisibility(numerator: int, denominator: int) -> None:
     ...     print(error)
     10 is not divisible by 4 (10 % 4 = 2); choose a divisor of 10
     """
-    if type(denominator) is not int or denominator < 1:
-        raise FacadeAssertionError(f"denominator must be a positive int, got {denominator!r}")
+    as_assertion(lambda: check_size("denominator", denominator))
     if numerator % denominator:
         raise FacadeAssertionError(
             f"{numerator} is not divisible by {denominator} "

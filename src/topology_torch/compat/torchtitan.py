@@ -42,9 +42,10 @@ from torch.distributed.device_mesh import DeviceMesh
 
 from topology import Topology, TopologyError
 
+from .._args import check_size
 from .._process_groups import ProcessGroups
 from .._world_mesh import sliced, world_mesh
-from ._errors import FacadeAssertionError
+from ._errors import FacadeAssertionError, as_assertion
 
 __all__ = ["MeshNameError", "ParallelDims", "device_type"]
 
@@ -112,10 +113,7 @@ class ParallelDims:
         degrees = (self.dp_replicate, self.dp_shard, self.cp, self.tp, self.pp, self.ep)
         if not all(isinstance(d, int) and not isinstance(d, bool) for d in degrees):
             raise FacadeAssertionError(f"parallel degrees must be integers, got {degrees}")
-        if not isinstance(self.world_size, int) or self.world_size < 1:
-            raise FacadeAssertionError(
-                f"world_size must be a positive int, got {self.world_size!r}"
-            )
+        as_assertion(lambda: check_size("world_size", self.world_size))
         if self.spmd_backend not in _BACKENDS:
             raise FacadeAssertionError(
                 f"spmd_backend {self.spmd_backend!r} is not one of {', '.join(_BACKENDS)}"

@@ -8,18 +8,12 @@ import torch
 
 from topology import TopologyError
 
+from .._args import check_size
 from .._debug_checks import show as _show
 
 __all__ = ["FLOAT_DTYPES", "check_flag", "check_int", "check_size", "factory_kwargs"]
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-def check_size(name: str, value: object) -> int:
-    """Return ``value`` if it is an int >= 1 (not a bool), else raise :class:`TopologyError`."""
-    if type(value) is not int or value < 1:
-        raise TopologyError(f"{name}({_show(value)}) must be an int >= 1; pass a positive integer")
-    return value
 
 
 def check_flag(name: str, value: object) -> bool:

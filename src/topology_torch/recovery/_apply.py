@@ -3,9 +3,10 @@
 Algorithm, on each surviving rank, per channel (kind, gloo companion, independent copy) of the
 new layout: map the rank's new group back to torch ranks (``Reshape.rank_of`` inverted); when
 that is exactly the rank's old group of the kind, the old communicator object is kept as it is
-(``reuse``); otherwise a new one is made by its members alone
-(``new_group(use_local_synchronization=True)`` under a name every member derives from the
-generation and the ranks), never through the default group, which still holds the dead rank.
+(``reuse``); otherwise (``trim``: the old group minus the ranks that leave; ``rebuild``) a new
+one is made by its members alone (``new_group(use_local_synchronization=True)`` under a name
+every member derives from the generation and the ranks), never through the default group, which
+still holds the dead rank.
 Old communicators nobody keeps are destroyed locally (gloo needs no peer for that). A rank the
 reshape leaves without a new rank (idle, reserve) releases everything and gets None.
 """
@@ -20,6 +21,7 @@ import torch.distributed as dist
 from topology import Reshape, Topology, TopologyError
 
 from .._agreement import fingerprint
+from .._args import check_index
 from .._creation import Registry
 from .._creation_plan import Channel, Settings, key_of
 from .._process_groups import SINGLE, ProcessGroups, describe, hand_over, release, retire
@@ -54,10 +56,7 @@ def _check(groups: object, result: object, generation: object) -> tuple[ProcessG
             f"result must be a topology.Reshape, got {type(result).__name__}; "
             "compute it with topology.reshape(groups.topology, lost_ranks=...)"
         )
-    if type(generation) is not int or generation < 0:
-        raise TopologyError(
-            f"generation must be an int >= 0 (the one agree_lost used), got {generation!r}"
-        )
+    check_index("generation", generation)  # the one agree_lost used
     if not isinstance(groups.topology, Topology) or groups.topology != result.old:
         raise TopologyError(
             f"the reshape starts from {result.old} but these groups realise {groups.topology}; "

@@ -34,6 +34,8 @@ import torch.distributed.distributed_c10d as c10d
 
 from topology import TopologyError
 
+from .._args import check_index
+
 __all__ = ["agree_lost"]
 
 _PREFIX = "rank-topology/recovery"
@@ -48,11 +50,7 @@ def _shown(ranks: Iterable[int]) -> str:
 
 def _check(generation: object, deadline: object, among: object) -> tuple[int, ...] | None:
     """Raise ``TopologyError`` for an invalid argument; the expected ranks (None: all)."""
-    if type(generation) is not int or generation < 0:
-        raise TopologyError(
-            f"generation must be an int >= 0 (one per failure, equal on every survivor), "
-            f"got {generation!r}"
-        )
+    check_index("generation", generation)  # one per failure, equal on every survivor
     if not isinstance(deadline, timedelta) or deadline <= timedelta(0):
         raise TopologyError(
             f"deadline must be a positive datetime.timedelta, got {deadline!r}; "
@@ -62,10 +60,7 @@ def _check(generation: object, deadline: object, among: object) -> tuple[int, ..
         return None
     if isinstance(among, str | bytes) or not isinstance(among, Iterable):
         raise TopologyError(f"among must be ranks (ints >= 0) or None, got {among!r}")
-    ranks = tuple(among)
-    bad = [r for r in ranks if type(r) is not int or r < 0]
-    if bad:
-        raise TopologyError(f"among must be ranks (ints >= 0), got {bad[0]!r}")
+    ranks = tuple(check_index(f"among[{i}]", rank) for i, rank in enumerate(among))
     return tuple(sorted(set(ranks)))
 
 

@@ -31,6 +31,7 @@ from torch import nn
 
 from topology import Param, PipelineSplit, Topology, TopologyError, param_placement
 
+from .._args import check_index, check_size
 from ..layers import (
     ColumnParallelLinear,
     ParallelEmbedding,
@@ -236,12 +237,8 @@ def shards_of(
             f"topology must be a topology.Topology, got {type(topology).__name__}; pass the "
             "layout the model is built at"
         )
-    if type(rank) is not int or rank < 0:
-        raise TopologyError(f"rank must be an int >= 0, got {rank!r}; pass the global rank")
-    if type(num_layers) is not int or num_layers < 1:
-        raise TopologyError(
-            f"num_layers must be an int >= 1, got {num_layers!r}; give the model's layers"
-        )
+    check_index("rank", rank)
+    check_size("num_layers", num_layers)
     if pipeline_split is not None and not isinstance(pipeline_split, PipelineSplit):
         raise TopologyError(
             f"pipeline_split must be a topology.PipelineSplit or None, got "

@@ -24,7 +24,7 @@ from ..._args import show
 from ..._errors import TopologyError
 from ..allocation import Allocation, Host
 from ..hostlist import HostCount
-from ..hosts import MAX_GPUS_PER_HOST, check_gpus
+from ..hosts import check_gpus
 from ..textfile import check_host_name, lines, read_text
 
 __all__ = ["parse_hostfile", "read_hostfile"]
@@ -38,18 +38,19 @@ def _slots(option: str, where: str) -> int:
             "e.g. node1 slots=8"
         )
     value = value.strip()
-    number = value.lstrip("0") or "0"  # int() stops at 4,300 digits; a count has a few
-    if (
-        not value.isascii()
-        or not value.isdecimal()
-        or len(number) > len(str(MAX_GPUS_PER_HOST))
-        or not 1 <= int(number) <= MAX_GPUS_PER_HOST
-    ):
+    shown = show(value)[1:-1]
+    if not value.isascii() or not value.isdecimal():
         raise TopologyError(
-            f"{where} has slots={show(value)[1:-1]}; slots must be an int from 1 to "
-            f"{MAX_GPUS_PER_HOST}"
+            f"{where} has slots={shown}; slots must be a positive int in plain digits 0-9"
         )
-    return int(number)
+    number = value.lstrip("0") or "0"
+    # int() stops at 4,300 digits; past that, a number of as many digits stands in (the
+    # message shows a huge int by its size only)
+    count = int(number) if len(number) <= 4000 else 10 ** (len(number) - 1)
+    try:
+        return check_gpus("slots", count)
+    except TopologyError as error:
+        raise TopologyError(f"{where} has slots={shown}; {error}") from None
 
 
 def parse_hostfile(

@@ -30,7 +30,7 @@ import attrs
 
 from ..._args import check_size, show
 from ..._errors import TopologyError
-from ..pipeline import MAX_LAYERS
+from ..pipeline import check_layers
 from .counts import even_counts, layout_counts, stage_counts
 from .layout import chunks_of, layout_string
 
@@ -49,11 +49,8 @@ Layers = tuple[tuple[tuple[int, ...], ...], ...]
 
 
 def _stage_layers(instance: object, attribute: Any, value: object) -> None:
-    if value is not None and (type(value) is not int or not 1 <= value <= MAX_LAYERS):
-        raise TopologyError(
-            f"{attribute.name} must be None or a whole number of layers from 1 to {MAX_LAYERS} "
-            f"(Megatron's {_megatron(attribute.name)} > 0), got {show(value)}; give a positive int"
-        )
+    if value is not None:
+        check_layers(attribute.name, value)
 
 
 def _flag(instance: object, attribute: Any, value: object) -> None:
@@ -67,10 +64,6 @@ def _flag(instance: object, attribute: Any, value: object) -> None:
 def _layout(instance: object, attribute: Any, value: object) -> None:
     if value is not None:
         chunks_of(value)  # type: ignore[arg-type]  # chunks_of checks the type
-
-
-def _megatron(name: str) -> str:
-    return next(k for k, v in MEGATRON_NAMES.items() if v == name)
 
 
 @attrs.frozen
@@ -198,11 +191,7 @@ it); give stage layer counts or accounting, not both
         >>> PipelineSplit(account_for_embedding=True, account_for_loss=True).layers(6, pp=4)
         (((0,),), ((1, 2),), ((3, 4),), ((5,),))
         """
-        if type(num_layers) is not int or not 1 <= num_layers <= MAX_LAYERS:
-            raise TopologyError(
-                f"num_layers must be an int from 1 to {MAX_LAYERS}, got {show(num_layers)}; "
-                "give the model's decoder layers"
-            )
+        check_layers("num_layers", num_layers)
         check_size("pp", pp)
         if vpp is not None:
             check_size("vpp", vpp)

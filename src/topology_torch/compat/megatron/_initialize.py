@@ -17,6 +17,7 @@ import torch.distributed as dist
 from topology import Topology, TopologyError
 
 from ... import _default
+from ..._args import check_size
 from ..._process_groups import refuse
 from .._errors import FacadeAssertionError, FacadeRuntimeError
 from . import _options
@@ -295,10 +296,7 @@ def _check_flags(
             "hybrid_context_parallel=True is not supported by this façade: its power-of-two "
             "sub-groups of the dp-cp group are no kind of topology.Topology; leave it False"
         )
-    if type(timeout_minutes) is not int or timeout_minutes < 1:
-        raise TopologyError(
-            f"distributed_timeout_minutes must be a positive int, got {timeout_minutes!r}; e.g. 30"
-        )
+    check_size("distributed_timeout_minutes", timeout_minutes)
     for name, flag in (
         ("create_gloo_process_groups", create_gloo_process_groups),
         ("create_all_gather_group", create_all_gather_group),

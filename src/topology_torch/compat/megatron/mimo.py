@@ -40,6 +40,7 @@ import torch.distributed as dist
 from topology import Module, Modules, Topology, TopologyError
 
 from ..._agreement import Proposal, agree, arrival_deadline, barrier, fingerprint
+from ..._args import check_index, check_size
 from ..._creation import Registry, resolve_strategy
 from ..._creation_plan import Channel, key_of
 from ..._process_groups import require_initialized
@@ -96,12 +97,6 @@ EMBEDDINGS = (("embd", "embedding"), ("pos_embd", "position-embedding"))
 _FALLBACK = {"gtp-dp-cp": "dp-cp", "etp-ep-egtp-pp": "etp-ep-pp", "egtp-edp": "edp"}
 
 
-def _size(name: str, value: object) -> int:
-    if type(value) is not int or value < 1:
-        raise TopologyError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
 @attrs.frozen
 class ModuleGridSpec:
     """One module's grid factorization and placement (Megatron MIMO's ``ModuleGridSpec``).
@@ -134,9 +129,8 @@ class ModuleGridSpec:
             raise TopologyError(f"a module name must be a non-empty string, got {self.name!r}")
         for field in attrs.fields(ModuleGridSpec)[1:]:
             if field.name != "rank_offset":
-                _size(field.name, getattr(self, field.name))
-        if type(self.rank_offset) is not int or self.rank_offset < 0:
-            raise TopologyError(f"rank_offset must be an int >= 0, got {self.rank_offset!r}")
+                check_size(field.name, getattr(self, field.name))
+        check_index("rank_offset", self.rank_offset)
         dense = self.tp * self.gtp_remat * self.cp * self.pp
         if self.num_ranks % dense:
             raise TopologyError(
