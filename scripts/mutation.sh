@@ -26,6 +26,8 @@ if [[ "${MUTMUT_FRESH:-0}" == 1 ]]; then
     rm -rf mutants
 fi
 mkdir -p mutants
+# The differential tests find megatron-core's unpacked oracles under the repository's .venv.
+ln -sfn ../.venv mutants/.venv
 names=("$@")
 if [[ -n "${MUTMUT_SAMPLE:-}" ]]; then
     .venv/bin/mutmut results --all true >mutants/results.txt 2>/dev/null || true

@@ -292,3 +292,16 @@ def test_an_unknown_preset_is_named_with_the_valid_ones(model: Any) -> None:
         TopologyError, match="llama-7b, llama-13b, llama-70b, mixtral-8x7b, deepseek"
     ):
         weights("gpt-5")
+
+
+@pytest.mark.parametrize("mla", [(1, 1, 1, 1, 1), (3, 5, 2, 1, 7), (2**64,) * 5])
+def test_an_mla_tuple_of_ints_from_1_to_the_limit_is_accepted(mla: tuple[int, ...]) -> None:
+    """Every MLA dim from 1 up to 2**64 is valid (the bounds of the rule, built at test time)."""
+    row = Architecture(1, 8, 16, 32, 2, 2, 4, mla=mla)
+    assert row.mla == mla
+
+
+def test_an_mla_dim_past_the_limit_is_refused() -> None:
+    """One past 2**64 is out of range."""
+    with pytest.raises(TopologyError, match=r"Architecture.mla must be None or a tuple of 5 ints"):
+        Architecture(1, 8, 16, 32, 2, 2, 4, mla=(1, 1, 1, 1, 2**64 + 1))
