@@ -122,7 +122,8 @@ def test_golden_spare_in_the_same_rack_keeps_every_position() -> None:
 def test_without_an_allocation_the_first_spare_is_taken() -> None:
     """Spares given as host numbers are taken in the order given."""
     r = reshape(Topology(64, tp=8, pp=2), lost_hosts=[1], gpus_per_node=8, spares=[9, 8])
-    assert r.policy == "drop"  # auto: a spare rebuilds the lost host's groups, drop does not
+    assert r.policy == "spares"  # auto prefers given spares: the layout and the batch stay
+    assert r.replaced == ((1, 9),) and r.batch_kept
     r = reshape(
         Topology(64, tp=8, pp=2), lost_hosts=[1], gpus_per_node=8, spares=[9, 8], policy="spares"
     )
@@ -142,7 +143,7 @@ def test_accumulation_keeps_the_global_batch() -> None:
         ({}, r"no rank is lost; give lost_ranks or lost_hosts"),
         ({"lost_ranks": [1], "policy": "x"}, r"policy must be one of auto, drop, spares, shrink"),
         ({"lost_ranks": [0, 2, 4, 6]}, r"every one of the 4 data-parallel replicas holds a lost"),
-        ({"lost_ranks": [1], "policy": "spares"}, r"1 hosts are lost \(\[0\]\) but only 0 spares"),
+        ({"lost_ranks": [1], "policy": "spares"}, r"1 hosts are lost \(host0\) but only 0 spares"),
         ({"lost_ranks": [1], "spares": [3]}, r"spares must be distinct hosts outside"),
         ({"lost_hosts": [9]}, r"lost host 9 is outside the 8 hosts 0 to 7"),
         ({"lost_ranks": [1], "allocation": "x"}, r"allocation must be an Allocation, got 'x'"),

@@ -14,9 +14,10 @@ from itertools import compress
 
 import attrs
 
+from .._args import show
 from .._errors import TopologyError
-from .._machine.allocation import Allocation
 from .._megatron.topology import Topology
+from .hosts import HostTable
 from .shards import replica_axis, shard_codes, shard_digits, shard_key
 
 __all__ = ["POLICY_TABLE", "Candidate", "Loss", "Policy", "drop", "shrink", "spares"]
@@ -31,11 +32,10 @@ class Loss:
 
     layout: Topology
     lost: frozenset[int]
-    gpus_per_node: int
+    hosts: HostTable
+    """The hosts by number: which runs which rank, their GPUs and domains."""
     spares: tuple[int, ...] = ()
     """Spare host numbers (outside the layout's hosts)."""
-    allocation: Allocation | None = None
-    """Host ``h`` is ``allocation.hosts[h]`` (for a spare sharing a lost host's domain)."""
 
 
 @attrs.frozen
@@ -168,40 +168,46 @@ def _keeps_shards(old: Topology, new: Topology, mapping: Sequence[int | None]) -
 def spares(loss: Loss) -> Candidate:
     """A spare host takes each lost host's place; the layout and every rank number stay.
 
-    A lost host's spare is the first unused one sharing its innermost domain in
-    ``allocation`` (its NVLink domain, else its rack, ...; host ``h`` is
-    ``allocation.hosts[h]``), else the first unused one.
+    A lost host's spare is the first unused one with GPUs for all its ranks that shares its
+    innermost domain in the allocation (its NVLink domain, else its rack, ...), else the first
+    unused one with GPUs for all its ranks.
 
     Raises:
-        TopologyError: when there are fewer spares than lost hosts.
+        TopologyError: when there are fewer spares than lost hosts, or no spare left has
+            GPUs for all the ranks of a lost host.
     """
-    topo, gpus_per_node, spare_hosts = loss.layout, loss.gpus_per_node, loss.spares
+    topo, table, spare_hosts = loss.layout, loss.hosts, loss.spares
     offset = topo.rank_offset
-    lost_hosts = sorted({(r - offset) // gpus_per_node for r in loss.lost})
+    lost_hosts = sorted({table.host_of(r - offset) for r in loss.lost})
     if len(spare_hosts) < len(lost_hosts):
         raise TopologyError(
-            f"{len(lost_hosts)} hosts are lost ({lost_hosts}) but only {len(spare_hosts)} "
-            "spares are given; give more spares or use the drop policy"
+            f"{len(lost_hosts)} hosts are lost ({table.names(lost_hosts)}) but only "
+            f"{len(spare_hosts)} spares are given; give more spares or use the drop policy"
         )
     free = list(spare_hosts)
     pairs = []
     for host in lost_hosts:
-        chosen = min(free, key=lambda s: (_distance(loss.allocation, host, s), free.index(s)))
+        need = len(table.ranks(host))
+        fits = [s for s in free if table.gpus(s) >= need]
+        if not fits:
+            raise TopologyError(
+                f"lost host {show(table.name(host))} ran {need} ranks but no spare left has "
+                f"{need} GPUs; give larger spares or use the drop policy"
+            )
+        chosen = min(fits, key=lambda s: (_distance(table, host, s), free.index(s)))
         free.remove(chosen)
         pairs.append((host, chosen))
-    replaced = {h for h, _ in pairs}
-    mapping = tuple(
-        None if local // gpus_per_node in replaced else offset + local
-        for local in range(topo.world_size)
-    )
-    fresh = tuple(
-        offset + h * gpus_per_node + g for h in sorted(replaced) for g in range(gpus_per_node)
-    )
-    return Candidate(topo, mapping, fresh, _holders(topo, topo, mapping, fresh), tuple(pairs))
+    mapping: list[int | None] = list(range(offset, offset + topo.world_size))
+    fresh = tuple(offset + local for h in lost_hosts for local in table.ranks(h))
+    for rank in fresh:
+        mapping[rank - offset] = None
+    kept = tuple(mapping)
+    return Candidate(topo, kept, fresh, _holders(topo, topo, kept, fresh), tuple(pairs))
 
 
-def _distance(allocation: Allocation | None, host: int, spare: int) -> int:
+def _distance(table: HostTable, host: int, spare: int) -> int:
     """The innermost tier whose domain ``host`` and ``spare`` share (tiers + 1 if none)."""
+    allocation = table.allocation
     if allocation is None:
         return 0
     a, b = allocation.hosts[host].domains, allocation.hosts[spare].domains
