@@ -9,6 +9,7 @@ is a function of a :class:`Loss` and a row of :data:`POLICY_TABLE`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress
 
@@ -53,21 +54,37 @@ class Candidate:
 
 
 def _evolve(topo: Topology, world_size: int) -> Topology:
-    """``topo`` at another world size, everything else kept (dp derived again)."""
-    return Topology.from_dict({**topo.to_dict(), "world_size": world_size, "dp": None})
+    """``topo`` at another world size, everything else kept (dp derived again); where the
+    distributed-optimizer instances no longer divide the new ``dp * cp`` and ``edp`` (Megatron's
+    rule), the most that do and divide the old count: they split optimizer state, never the
+    model's shards.
+
+    Raises:
+        TopologyError: when no layout of ``world_size`` ranks keeps the model parallelism.
+    """
+    data = {**topo.to_dict(), "world_size": world_size, "dp": None}
+    try:
+        return Topology.from_dict(data)
+    except TopologyError:
+        dp, edp = (world_size * size // topo.world_size for size in (topo.dp, topo.edp))
+        instances = math.gcd(topo.dist_opt_instances, dp * topo.cp, edp)
+        if instances == topo.dist_opt_instances:
+            raise
+        return Topology.from_dict({**data, "dist_opt_instances": instances})
 
 
 def _holders(
-    old: Topology, new: Topology, rank_of: Sequence[int | None], needs: Sequence[int]
+    old: Topology, new: Topology, lost: frozenset[int], needs: Sequence[int]
 ) -> tuple[tuple[int, int], ...]:
-    """For each new rank in ``needs``, the first surviving old rank with its shard coordinates.
+    """For each new rank in ``needs``, the first surviving old rank with its shard coordinates:
+    any rank not ``lost``, one the new layout leaves idle too (it sends, then leaves).
 
     Raises:
         TopologyError: when no survivor holds one of them (every replica of it is lost).
     """
     old_codes, new_codes = shard_codes(old, new)
-    alive = [target is not None for target in rank_of]
     start, stop = old.rank_offset, old.rank_offset + old.world_size
+    alive = [rank not in lost for rank in range(start, stop)]
     codes, ranks = list(compress(old_codes, alive)), list(compress(range(start, stop), alive))
     # reversed, so that the first survivor with a code is the one kept
     holder = dict(zip(reversed(codes), reversed(ranks), strict=True))
@@ -202,7 +219,7 @@ def spares(loss: Loss) -> Candidate:
     for rank in fresh:
         mapping[rank - offset] = None
     kept = tuple(mapping)
-    return Candidate(topo, kept, fresh, _holders(topo, topo, kept, fresh), tuple(pairs))
+    return Candidate(topo, kept, fresh, _holders(topo, topo, loss.lost, fresh), tuple(pairs))
 
 
 def _distance(table: HostTable, host: int, spare: int) -> int:
@@ -216,16 +233,22 @@ def _distance(table: HostTable, host: int, spare: int) -> int:
 
 
 def shrink(loss: Loss) -> Candidate:
-    """Shift the survivors left onto the largest valid layout with fewer replicas.
+    """Shift the survivors left onto the largest valid layout with fewer replicas whose every
+    shard has a surviving holder (an idle survivor too: it sends its shard, then leaves).
+
+    Whenever every shard coordinate of the old layout keeps a survivor, the largest valid layout
+    the survivors fill continues (its coordinates are the old ones); otherwise a smaller one may
+    still, when it needs only surviving coordinates (an expert layout at fewer ranks).
 
     Raises:
-        TopologyError: when the survivors cannot hold one model replica, or a moved shard has
-            no surviving holder.
+        TopologyError: when the survivors cannot hold one model replica, or every layout they
+            could fill needs a shard no survivor holds (naming it).
     """
     topo, lost = loss.layout, loss.lost
     offset = topo.rank_offset
     alive = [r for r in range(offset, offset + topo.world_size) if r not in lost]
     replica = topo.world_size // topo.dp
+    missing: TopologyError | None = None
     for count in range(len(alive) // replica, 0, -1):
         try:
             new = _evolve(topo, count * replica)
@@ -240,7 +263,14 @@ def shrink(loss: Loss) -> Candidate:
             for local, t in enumerate(mapping)
             if t is not None and old_codes[local] != new_codes[t - offset]
         ]
-        return Candidate(new, tuple(mapping), (), _holders(topo, new, mapping, moved))
+        try:
+            sources = _holders(topo, new, lost, moved)
+        except TopologyError as error:
+            missing = missing or error  # the largest layout's reason
+            continue
+        return Candidate(new, tuple(mapping), (), sources)
+    if missing is not None:
+        raise missing
     raise TopologyError(
         f"{len(alive)} ranks survive but one model replica needs {replica} "
         f"(world_size {topo.world_size} / dp {topo.dp}) and no smaller valid layout fits; "

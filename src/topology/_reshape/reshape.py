@@ -28,12 +28,15 @@ class Reshape:
 
     ``rank_of(old)`` is the old rank's new rank, or None (lost, replaced by a spare, or idle in
     reserve). ``sources`` pairs each new rank that must fetch its shard with the surviving old
-    rank that holds it. ``communicators`` says, per kind of the new layout, how many groups are
-    reused, trimmed (an old group minus the ranks that leave) or rebuilt. ``accumulation``
-    keeps the global batch ``dp * accumulation`` (micro-batches a step) when ``batch_kept``,
-    else is the nearest (:func:`nearest_steps`). ``hosts`` numbers and names the hosts,
-    ``spares`` are the spare host numbers considered, ``rejected`` the policies ``auto`` tried
-    and could not take, with the reason; :attr:`relaunch` is the hosts that run the new layout.
+    rank that holds it (possibly one the new layout leaves idle: it sends its shard, then
+    leaves; whenever some layout the survivors fill needs only surviving shards, a policy
+    continues and names these holders). ``communicators`` says, per kind of the new layout,
+    how many groups are reused, trimmed (an old group minus the ranks that leave) or rebuilt.
+    ``accumulation`` keeps the global batch ``dp * accumulation`` (micro-batches a step) when
+    ``batch_kept``, else is the nearest (:func:`nearest_steps`). ``hosts`` numbers and names
+    the hosts, ``spares`` are the spare host numbers considered, ``rejected`` the policies
+    ``auto`` tried and could not take, with the reason; :attr:`relaunch` is the hosts that run
+    the new layout.
 
     >>> from topology import Topology, reshape
     >>> r = reshape(Topology(16, tp=2, pp=2), lost_ranks=[5], gpus_per_node=2)
