@@ -93,7 +93,7 @@ def test_new_layout_is_valid_and_every_shard_has_a_holder(case: tuple, policy: s
         if new is None:
             continue
         holder = holders.get(new, old)
-        assert holder not in r.lost and r.rank_of(holder) is not None
+        assert holder not in r.lost  # a survivor; one left idle may hold it (it sends, leaves)
         assert _shard(r.old, holder) == _shard(r.new, new)
 
 

@@ -41,6 +41,7 @@ from ._preflight.modules.report import ModulesReport
 from ._preflight.place.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
+from ._reshape.grow import Growth, Pull, grow
 from ._reshape.reshape import Reshape, reshape
 from ._transfer.param_placement import ParamPlacement, ParamShard, param_placement
 from ._transfer.params import Param
@@ -59,6 +60,7 @@ __all__ = [
     "Finding",
     "Grid",
     "GroupList",
+    "Growth",
     "Handoff",
     "Host",
     "Kind",
@@ -73,6 +75,7 @@ __all__ = [
     "Pipeline",
     "PipelineSplit",
     "Placement",
+    "Pull",
     "RankInfo",
     "RankMap",
     "Report",
@@ -88,6 +91,7 @@ __all__ = [
     "compress_hostlist",
     "crossings",
     "expand_hostlist",
+    "grow",
     "hierarchical_groups",
     "param_placement",
     "place",

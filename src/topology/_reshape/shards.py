@@ -34,13 +34,13 @@ def replica_axis(topo: Topology) -> str:
     raise AssertionError("every layout has a dense replica kind")  # pragma: no cover
 
 
-def shard_digits(topo: Topology, *, dense: bool = True) -> Digits:
+def shard_digits(topo: Topology, *, dense: bool = True, expert: bool = True) -> Digits:
     """The shard coordinates of ``topo`` as ``(size, stride)`` digits of the local rank
-    (with ``dense=False``, those of the expert grid only)."""
+    (with ``dense=False``, those of the expert grid only; ``expert=False``, the dense grid's)."""
     replicas = _replica_axes(topo)
     digits: list[tuple[int, int]] = []
     grids = [topo.dense] if dense else []
-    if topo.expert is not None:
+    if expert and topo.expert is not None:
         grids.append(topo.expert)
     for grid in grids:
         skip = {axis for g, axis in replicas if g == grid}
@@ -62,7 +62,9 @@ def digit_values(world: int, size: int, stride: int) -> list[int]:
     return block * (world // (size * stride))
 
 
-def shard_codes(old: Topology, new: Topology, *, dense: bool = True) -> tuple[list[int], list[int]]:
+def shard_codes(
+    old: Topology, new: Topology, *, dense: bool = True, expert: bool = True
+) -> tuple[list[int], list[int]]:
     """Every local rank's shard coordinates in ``old`` and in ``new`` read as one number each:
     two ranks' codes are equal iff their :func:`shard_key` tuples are.
 
@@ -70,7 +72,8 @@ def shard_codes(old: Topology, new: Topology, *, dense: bool = True) -> tuple[li
     the digits before it; when the layouts have different numbers of digits no key is equal,
     and the new codes are made negative.
     """
-    a, b = shard_digits(old, dense=dense), shard_digits(new, dense=dense)
+    a = shard_digits(old, dense=dense, expert=expert)
+    b = shard_digits(new, dense=dense, expert=expert)
     if len(a) != len(b):
         apart = _codes(new.world_size, b, [size for size, _ in b])
         return _codes(old.world_size, a, [size for size, _ in a]), [-1 - c for c in apart]
