@@ -553,13 +553,17 @@ def abbreviate(ranks: Sequence[int], head: int = 4) -> str:
     return f"[{shown}, …, {ranks[-1]}] ({len(ranks)} ranks)"
 
 
-def shorten(word: str, limit: int = 40) -> str:
-    """``word`` as typed, or its first ``limit`` characters, ``…`` and its length when longer.
+def shorten(word: str, limit: int = 40, *, quoted: bool = False) -> str:
+    """``word`` as typed (``quoted``: as ``repr`` spells it), or its first ``limit`` characters,
+    ``…`` and its length when longer.
 
     >>> shorten("--tp"), shorten("n" + "9" * 5000)
     ('--tp', 'n999999999999999999999999999999999999999… (5001 characters)')
+    >>> shorten("x" * 50, 4, quoted=True)
+    "'xxxx'… (50 characters)"
     """
-    return word if len(word) <= limit else f"{word[:limit]}… ({len(word)} characters)"
+    shown = repr(word[:limit]) if quoted else word[:limit]
+    return shown if len(word) <= limit else f"{shown}… ({len(word)} characters)"
 
 
 def one_line(text: object, limit: int = 1000) -> str:

@@ -140,9 +140,10 @@ def parse_layout(text: str, flag: str) -> dict[str, Any]:
     {'tp': 8, 'pp': 8, 'order': 'tp-cp-ep-dp-pp'}
     """
     if "=" not in text:
-        data = read_data(text, f"{flag} {text!r}")
+        shown = shorten(text, quoted=True)
+        data = read_data(text, f"{flag} {shown}")
         if not isinstance(data, dict):
-            raise CliError(f"{flag} file {text!r} must hold an object of Topology fields")
+            raise CliError(f"{flag} file {shown} must hold an object of Topology fields")
         return {k: v for k, v in data.items() if v is not None}
     fields: dict[str, Any] = {}
     for item in text.split(","):
