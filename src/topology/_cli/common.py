@@ -48,6 +48,7 @@ __all__ = [
     "json_schema_id",
     "one_line",
     "plain_int",
+    "quoted_path",
     "shorten",
     "suggest",
     "topology_from_args",
@@ -564,6 +565,16 @@ def shorten(word: str, limit: int = 40, *, quoted: bool = False) -> str:
     """
     shown = repr(word[:limit]) if quoted else word[:limit]
     return shown if len(word) <= limit else f"{shown}… ({len(word)} characters)"
+
+
+def quoted_path(path: str) -> str:
+    """A file path as ``repr`` spells it, shortened past 200 characters (a path of thousands
+    of characters would bury the message).
+
+    >>> quoted_path("out.svg"), quoted_path("x" * 300)[-19:]
+    ("'out.svg'", "'… (300 characters)")
+    """
+    return shorten(path, 200, quoted=True)
 
 
 def one_line(text: object, limit: int = 1000) -> str:

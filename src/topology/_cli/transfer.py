@@ -20,6 +20,7 @@ from .common import (
     add_output_arguments,
     int_type,
     plain_int,
+    quoted_path,
     shorten,
     write_json,
 )
@@ -140,7 +141,7 @@ def parse_layout(text: str, flag: str) -> dict[str, Any]:
     {'tp': 8, 'pp': 8, 'order': 'tp-cp-ep-dp-pp'}
     """
     if "=" not in text:
-        shown = shorten(text, quoted=True)
+        shown = quoted_path(text)
         data = read_data(text, f"{flag} {shown}")
         if not isinstance(data, dict):
             raise CliError(f"{flag} file {shown} must hold an object of Topology fields")
