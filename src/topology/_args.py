@@ -6,11 +6,13 @@ import builtins
 import reprlib
 from collections.abc import Iterable
 from math import gcd, isqrt
+from typing import Any
 
 from ._errors import TopologyError
 
 __all__ = [
     "MAX_WORLD_SIZE",
+    "as_float",
     "check_index",
     "check_size",
     "divisors",
@@ -66,6 +68,21 @@ def show(value: object) -> str:
         return _SHORT.repr(value)
     except Exception:
         return f"<{type(value).__name__} object>"
+
+
+def as_float(value: Any) -> Any:
+    """An int as a float when it fits one; anything else unchanged, for the validator to judge
+    (an int past a float, ``10**400``, stays an int and is no finite float).
+
+    >>> as_float(3), as_float(10**400) == 10**400, as_float("3"), as_float(True)
+    (3.0, True, '3', True)
+    """
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:
+            return value
+    return value
 
 
 _MOST_RANKS = "the most ranks rank-topology lays out"

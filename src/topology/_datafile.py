@@ -36,7 +36,16 @@ _FILE_KINDS = (
 
 
 def read_bytes(path: str, label: str) -> bytes:
-    """The bytes of a regular file of at most 1 MiB; never blocks on a FIFO or a device."""
+    """The bytes of a regular file of at most 1 MiB; never blocks on a FIFO or a device.
+
+    >>> read_bytes(None, "hostfile")
+    Traceback (most recent call last):
+    topology._errors.TopologyError: cannot read hostfile: a path is a string, got None (NoneType)
+    """
+    if not isinstance(path, str | bytes | os.PathLike):
+        raise TopologyError(
+            f"cannot read {label}: a path is a string, got {show(path)} ({type(path).__name__})"
+        )
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)

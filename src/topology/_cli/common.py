@@ -47,6 +47,9 @@ __all__ = [
     "int_type",
     "json_schema_id",
     "one_line",
+    "plain_int",
+    "quoted_path",
+    "shorten",
     "suggest",
     "topology_from_args",
     "use_color",
@@ -142,8 +145,8 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """Print ``topology <cmd>: error: <message>`` and exit 2 (no usage block); control
-        characters a user typed are escaped."""
-        message = escape_controls(message)
+        characters and newlines a user typed are escaped, so the error is one line."""
+        message = escape_controls(message, escape_newlines=True)
         hint = self._hint(message)
         if hint is not None:
             self.exit(EXIT_INVALID, f"{self.prog}: error: {hint}\n")
@@ -164,9 +167,10 @@ class Parser(argparse.ArgumentParser):
             valid = [c.strip().strip("'") for c in choice["choices"].split(",")]
             close = suggest(choice["value"], valid)
             what = "command" if choice["name"] == "COMMAND" else f"{choice['name']} value"
+            value = shorten(choice["value"])
             if close is not None:
-                return f"unknown {what} {choice['value']!r}; did you mean {close!r}?"
-            return f"unknown {what} {choice['value']!r}; valid: {', '.join(valid)}"
+                return f"unknown {what} {value!r}; did you mean {close!r}?"
+            return f"unknown {what} {value!r}; valid: {', '.join(valid)}"
         return None
 
 
@@ -181,7 +185,7 @@ def _show(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _digits(text: str) -> int | None:
+def plain_int(text: str) -> int | None:
     """``text`` as an int when it is 1 to 30 plain ASCII digits, with an optional leading ``-``;
     None otherwise (``int()`` would also take ``1_6``, ``+2``, blanks and ``２``/``٢``)."""
     body = text[1:] if text.startswith("-") else text
@@ -209,7 +213,7 @@ def int_type(
     check, rule = (check_size, "a positive int") if minimum else (check_index, "a non-negative int")
 
     def parse(text: str) -> int:
-        value = _digits(text)
+        value = plain_int(text)
         if value is None:
             raise argparse.ArgumentTypeError(
                 f"{name} must be {rule} in plain digits 0-9, got {_show(text)}"
@@ -548,6 +552,29 @@ def abbreviate(ranks: Sequence[int], head: int = 4) -> str:
         return "[" + ", ".join(map(str, ranks)) + "]"
     shown = ", ".join(map(str, ranks[:head]))
     return f"[{shown}, …, {ranks[-1]}] ({len(ranks)} ranks)"
+
+
+def shorten(word: str, limit: int = 40, *, quoted: bool = False) -> str:
+    """``word`` as typed (``quoted``: as ``repr`` spells it), or its first ``limit`` characters,
+    ``…`` and its length when longer.
+
+    >>> shorten("--tp"), shorten("n" + "9" * 5000)
+    ('--tp', 'n999999999999999999999999999999999999999… (5001 characters)')
+    >>> shorten("x" * 50, 4, quoted=True)
+    "'xxxx'… (50 characters)"
+    """
+    shown = repr(word[:limit]) if quoted else word[:limit]
+    return shown if len(word) <= limit else f"{shown}… ({len(word)} characters)"
+
+
+def quoted_path(path: str) -> str:
+    """A file path as ``repr`` spells it, shortened past 200 characters (a path of thousands
+    of characters would bury the message).
+
+    >>> quoted_path("out.svg"), quoted_path("x" * 300)[-19:]
+    ("'out.svg'", "'… (300 characters)")
+    """
+    return shorten(path, 200, quoted=True)
 
 
 def one_line(text: object, limit: int = 1000) -> str:

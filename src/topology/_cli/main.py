@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from .. import __version__
 from .._errors import TopologyError
 from . import check, completion, groups, place, plan, rank, reshape, show, simulate, transfer
-from .common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CliError, Parser, one_line
+from .common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CliError, Parser, one_line, shorten
 from .output import GuardedStdout, StdoutError
 from .text import escape_controls
 
@@ -92,7 +92,7 @@ def _run(argv: Sequence[str] | None) -> int:
         args, extra = parser.parse_known_args(argv)
         if extra:  # reported by the command's own parser, under its name, with a suggestion
             _command_parser(parser, args.command).error(
-                f"unrecognized arguments: {' '.join(extra)}"
+                f"unrecognized arguments: {' '.join(map(shorten, extra))}"
             )
         name = f"topology {args.command}"
         code: int = args.func(args)

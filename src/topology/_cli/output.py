@@ -24,7 +24,7 @@ import os
 import stat
 from typing import Any, TextIO
 
-from .common import CliError, one_line
+from .common import CliError, one_line, quoted_path
 from .text import escape_controls
 
 __all__ = ["GuardedStdout", "StdoutError", "check_output", "write_output"]
@@ -43,7 +43,7 @@ def _kind(mode: int) -> str:
 
 
 def _label(flag: str, path: str) -> str:
-    return f"{flag} {escape_controls(repr(path))}"
+    return f"{flag} {escape_controls(quoted_path(path))}"
 
 
 def _refuse(flag: str, path: str, kind: str) -> CliError:

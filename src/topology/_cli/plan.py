@@ -15,6 +15,7 @@ from .common import (
     add_output_arguments,
     cluster_from_args,
     int_type,
+    quoted_path,
     write_json,
 )
 from .simulate import add_preset_arguments
@@ -122,7 +123,7 @@ def render(result: Any, columns: int) -> str:
 
 def _check_plot_target(path: str) -> None:
     if not path.endswith((".png", ".svg")):
-        raise CliError(f"--plot {path!r} must end in .png or .svg")
+        raise CliError(f"--plot {quoted_path(path)} must end in .png or .svg")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -187,7 +188,9 @@ def _plot(result: Any, path: str) -> None:
     try:
         figure.savefig(path)
     except OSError as error:
-        raise CliError(f"cannot write --plot {path!r}: {error.strerror or error}") from None
+        raise CliError(
+            f"cannot write --plot {quoted_path(path)}: {error.strerror or error}"
+        ) from None
     finally:
         plt.close(figure)
 

@@ -183,15 +183,20 @@ def _escape_char(char: str) -> str:
     return char if char in "\n\t" or char.isprintable() else repr(char)[1:-1]
 
 
-def escape_controls(text: str, *, keep_sgr: bool = False) -> str:
+def escape_controls(text: str, *, keep_sgr: bool = False, escape_newlines: bool = False) -> str:
     """``text`` with every control or format character but newline and tab escaped as ``repr``
-    spells it; with ``keep_sgr``, colour sequences (``ESC [ ... m``) stay.
+    spells it; with ``keep_sgr``, colour sequences (``ESC [ ... m``) stay; with ``escape_newlines``,
+    newlines are escaped too (an error line quoting what a user typed stays one line).
 
     >>> escape_controls("rack\\u202e1\\ttab")
     'rack\\\\u202e1\\ttab'
     >>> escape_controls("\\x1b[1;31merror\\x1b[0m", keep_sgr=True) == "\\x1b[1;31merror\\x1b[0m"
     True
+    >>> escape_controls("--bogus\\nx", escape_newlines=True)
+    '--bogus\\\\nx'
     """
+    if escape_newlines:
+        text = text.replace("\n", "\\n")
     if text.replace("\n", "").replace("\t", "").isprintable():
         return text
     if not keep_sgr:

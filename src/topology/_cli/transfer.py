@@ -19,6 +19,9 @@ from .common import (
     Once,
     add_output_arguments,
     int_type,
+    plain_int,
+    quoted_path,
+    shorten,
     write_json,
 )
 
@@ -138,9 +141,10 @@ def parse_layout(text: str, flag: str) -> dict[str, Any]:
     {'tp': 8, 'pp': 8, 'order': 'tp-cp-ep-dp-pp'}
     """
     if "=" not in text:
-        data = read_data(text, f"{flag} {text!r}")
+        shown = quoted_path(text)
+        data = read_data(text, f"{flag} {shown}")
         if not isinstance(data, dict):
-            raise CliError(f"{flag} file {text!r} must hold an object of Topology fields")
+            raise CliError(f"{flag} file {shown} must hold an object of Topology fields")
         return {k: v for k, v in data.items() if v is not None}
     fields: dict[str, Any] = {}
     for item in text.split(","):
@@ -148,14 +152,14 @@ def parse_layout(text: str, flag: str) -> dict[str, Any]:
         key = key.strip().replace("-", "_")
         if key in (*_TEXT_FIELDS, "pipeline_layout"):
             fields[key] = value.strip()
-        elif key in (*_INT_FIELDS, *_SPLIT_INTS) and value.strip().isdigit():
-            fields[key] = int(value)
+        elif key in (*_INT_FIELDS, *_SPLIT_INTS) and (number := plain_int(value)) is not None:
+            fields[key] = number
         elif key in _SPLIT_FLAGS and value.strip().lower() in ("1", "true", "0", "false"):
             fields[key] = value.strip().lower() in ("1", "true")
         else:
             raise CliError(
-                f"{flag} item {item!r} is not FIELD=N; fields: {', '.join(_INT_FIELDS)}, order, "
-                f"{', '.join(_SPLIT_KEYS)}"
+                f"{flag} item {shorten(item)!r} is not FIELD=N; fields: "
+                f"{', '.join(_INT_FIELDS)}, order, {', '.join(_SPLIT_KEYS)}"
             )
     return fields
 

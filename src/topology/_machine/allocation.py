@@ -52,6 +52,7 @@ from .._args import format_choices, show
 from .._errors import TopologyError
 from .hosts import LAUNCHER_ORDERS, Host, LauncherOrder, Tier, as_tuple, launcher_order, tier_index
 from .rankmap import Location, RankMap
+from .textfile import host_names
 
 __all__ = [
     "LAUNCHER_ORDERS",
@@ -135,6 +136,7 @@ class Allocation:
         >>> [h.name for h in alloc.with_order(["b", "a"]).hosts]
         ['b', 'a']
         """
+        names = host_names(names, "host order")
         by_name = {host.name: host for host in self.hosts}
         missing = [n for n in names if n not in by_name]
         if missing:

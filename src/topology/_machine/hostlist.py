@@ -184,9 +184,10 @@ class HostCount:
 
 
 def _split(host: str) -> tuple[str, str, str] | None:
-    """``(prefix, number, suffix)`` at the last run of digits, or None without digits."""
+    """``(prefix, number, suffix)`` at the last run of digits, or None without digits or
+    when that run is longer than :data:`MAX_DIGITS` (such a name is written as it is)."""
     match = _LAST_NUMBER.match(host)
-    if match is None:
+    if match is None or len(match.group(2)) > MAX_DIGITS:
         return None
     prefix, number, suffix = match.groups()
     return prefix, number, suffix
@@ -211,12 +212,21 @@ def compress_hostlist(hosts: Iterable[str]) -> str:
     """Hosts in Slurm's compressed syntax, in the same order (neighbours sharing all but their
     last number share a bracket).
 
+    Names whose last number is longer than :data:`MAX_DIGITS` digits are written as they are.
+
     Raises:
-        TopologyError: a name that is empty or holds ``[``, ``]``, ``,`` or a blank.
+        TopologyError: ``hosts`` a string or not iterable, or a name that is empty or holds
+            ``[``, ``]``, ``,`` or a blank.
 
     >>> compress_hostlist(["n8", "n9", "n10", "n2", "ib-n1-x"])
     'n[8-10,2],ib-n1-x'
     """
+    if isinstance(hosts, str) or not isinstance(hosts, Iterable):
+        hint = f"; for one name write [{show(hosts)}]" if isinstance(hosts, str) else ""
+        raise TopologyError(
+            f"compress_hostlist takes host names (a list), got {show(hosts)} "
+            f"({type(hosts).__name__}){hint}"
+        )
     groups: list[tuple[tuple[str, str] | None, list[str]]] = []
     for host in hosts:
         if not isinstance(host, str) or not host or _FORBIDDEN.search(host):

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .._args import check_size, format_choices, show
+from .._args import as_float, check_size, format_choices, show
 from .._errors import TopologyError
 from .._fields import flag, text
 from .hostlist import natural_key, slurm_key
@@ -78,7 +78,8 @@ def _tier_name(owner: object, attribute: Any, value: Any) -> None:
 def _optional_amount(owner: object, attribute: Any, value: Any) -> None:
     if value is None:
         return
-    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+    number = as_float(value)  # an int past a float stays an int, which is refused here
+    if type(number) is not float or not math.isfinite(number) or number < 0:
         raise TopologyError(
             f"{type(owner).__name__}.{attribute.name} must be a finite number >= 0 or None, "
             f"got {show(value)}"

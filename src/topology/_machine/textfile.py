@@ -22,7 +22,15 @@ from .._datafile import read_bytes
 from .._errors import TopologyError
 from .hostlist import expand_hostlist
 
-__all__ = ["BOM", "check_host_name", "host_name_problem", "lines", "read_text", "selected_hosts"]
+__all__ = [
+    "BOM",
+    "check_host_name",
+    "host_name_problem",
+    "host_names",
+    "lines",
+    "read_text",
+    "selected_hosts",
+]
 
 BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte-order mark a few editors put first in a text file."""
@@ -110,21 +118,51 @@ def lines(text: str) -> list[tuple[int, str]]:
     return kept
 
 
+def host_names(value: object, label: str) -> tuple[str, ...]:
+    """``value`` as a tuple of host names if it is a list or tuple of strings, else raise.
+
+    A string is refused rather than read letter by letter (``"ab"`` is not hosts ``a`` and
+    ``b``); ``label`` names the argument.
+
+    >>> host_names(["n1", "n2"], "hosts")
+    ('n1', 'n2')
+    >>> host_names("n1", "hosts")
+    Traceback (most recent call last):
+    topology._errors.TopologyError: hosts must be a list or tuple of host names, got 'n1' (str)
+    """
+    if not isinstance(value, list | tuple):
+        raise TopologyError(
+            f"{label} must be a list or tuple of host names, got {show(value)} "
+            f"({type(value).__name__})"
+        )
+    for name in value:
+        if not isinstance(name, str) or not name.strip():
+            raise TopologyError(f"{label}: host names must be non-empty strings, got {show(name)}")
+    return tuple(value)
+
+
 def selected_hosts(hosts: str | Sequence[str] | None, label: str) -> tuple[str, ...] | None:
     """Host names from a Slurm host list string or a sequence of names; None stays None.
 
     Raises:
-        TopologyError: a host named twice, a non-string name, or an empty selection.
+        TopologyError: a host named twice, a non-string name, neither a string nor a list or
+            tuple, or an empty selection.
     """
     if hosts is None:
         return None
-    names = expand_hostlist(hosts) if isinstance(hosts, str) else tuple(hosts)
+    if isinstance(hosts, str):
+        names = expand_hostlist(hosts)
+    elif isinstance(hosts, list | tuple):
+        names = host_names(hosts, label)
+    else:
+        raise TopologyError(
+            f"{label}: hosts must be a Slurm host list such as 'n[1-4]' or a list of names, "
+            f"got {show(hosts)} ({type(hosts).__name__})"
+        )
     if not names:
         raise TopologyError(f"{label}: the host list is empty; name the job's hosts")
     seen: set[str] = set()
     for name in names:
-        if not isinstance(name, str) or not name.strip():
-            raise TopologyError(f"{label}: host names must be non-empty strings, got {show(name)}")
         if name in seen:
             raise TopologyError(f"{label}: host {show(name)} is listed twice; list each host once")
         seen.add(name)

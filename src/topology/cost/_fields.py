@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from .._args import check_index, check_size, show
+from .._args import as_float, check_index, check_size, show
 from .._errors import TopologyError
 
 __all__ = [
@@ -38,20 +38,6 @@ MAX_COUNT = 2**53
 T = TypeVar("T")
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
-
-
-def as_float(value: Any) -> Any:
-    """An int as a float when it fits one; anything else unchanged, for the validator to judge.
-
-    >>> as_float(3), as_float(10**400) == 10**400, as_float("3")
-    (3.0, True, '3')
-    """
-    if type(value) is int:
-        try:
-            return float(value)
-        except OverflowError:
-            return value
-    return value
 
 
 def check_amount(name: str, value: object, *, strict: bool = False) -> float:

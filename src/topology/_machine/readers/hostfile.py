@@ -59,7 +59,7 @@ def parse_hostfile(
     """The hosts of a hostfile's text, in file order (see the module docstring).
 
     Raises:
-        TopologyError: an empty file, anything but ``slots=N`` after a host, a host listed
+        TopologyError: an empty file, anything but one ``slots=N`` after a host, a host listed
             twice, a host name with a control or format character, or a host without
             ``slots`` when ``gpus_per_host`` is not given.
     """
@@ -73,9 +73,13 @@ def parse_hostfile(
         head, *options = content.split()
         if "=" in head:
             raise TopologyError(f"{where} starts with {show(head)}; give the host name first")
-        gpus = gpus_per_host
-        for option in options:
-            gpus = _slots(option, where)
+        slots = [_slots(option, where) for option in options]
+        if len(slots) > 1:
+            raise TopologyError(
+                f"{where} gives slots twice ({show(options[0])} and {show(options[1])}); "
+                "give one slots=N per host, e.g. node1 slots=8"
+            )
+        gpus = slots[0] if slots else gpus_per_host
         if gpus is None:
             raise TopologyError(
                 f"{where}: host {show(head)} has no slots=N and no gpus_per_host was given; "

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..._args import show
+from ..._args import as_float, show
 from ..._datafile import read_data
 from ..._errors import TopologyError
 from ..allocation import Allocation, Host, Tier
@@ -70,7 +70,7 @@ def _amount(value: object, where: str) -> float | None:
         return None
     if type(value) not in (int, float):
         raise TopologyError(f"{where} must be a number, got {show(value)}")
-    return float(value)  # type: ignore[arg-type]
+    return as_float(value)  # type: ignore[no-any-return]  # Tier refuses an int past a float
 
 
 def _tier(index: int, item: object, where: str) -> Tier:
