@@ -25,7 +25,7 @@ Host orders: :func:`natural_key` (``node7 < node66``), :func:`slurm_key` (Slurm'
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Set
 
 from .._args import show
 from .._errors import TopologyError
@@ -215,13 +215,13 @@ def compress_hostlist(hosts: Iterable[str]) -> str:
     Names whose last number is longer than :data:`MAX_DIGITS` digits are written as they are.
 
     Raises:
-        TopologyError: ``hosts`` a string or not iterable, or a name that is empty or holds
-            ``[``, ``]``, ``,`` or a blank.
+        TopologyError: ``hosts`` a string, a mapping, a set (no order) or not iterable, or a
+            name that is empty or holds ``[``, ``]``, ``,`` or a blank.
 
     >>> compress_hostlist(["n8", "n9", "n10", "n2", "ib-n1-x"])
     'n[8-10,2],ib-n1-x'
     """
-    if isinstance(hosts, str) or not isinstance(hosts, Iterable):
+    if isinstance(hosts, str | Mapping | Set) or not isinstance(hosts, Iterable):
         hint = f"; for one name write [{show(hosts)}]" if isinstance(hosts, str) else ""
         raise TopologyError(
             f"compress_hostlist takes host names (a list), got {show(hosts)} "
