@@ -1,15 +1,18 @@
-"""A 16-rank gloo job (tp 2, pp 2, dp 4) that loses a rank mid-run and recovers in process.
+"""A 16-rank gloo job (tp 2, pp 2, dp 4) that loses a rank three times and recovers in process.
 
 Shared by ``test_recovery.py`` (the losses law) and ``benchmarks/bench_recovery.py`` (the
 timings). Each rank trains a two-stage pipeline of our parallel layers (stage ``s`` is
 ``RowParallelLinear(ColumnParallelLinear(x))`` over its tp group; activations and their
 gradients cross the pp group; gradients are summed over dp) on a fixed global batch of 12
-samples: dp 4 x 3 micro-batches, then dp 3 x 4 (the accumulation the reshape gives). At step
-``KILL_STEP`` rank ``VICTIM`` kills itself (SIGKILL); the survivors' next collective raises (a
-closed connection, or the groups' timeout), they run ``recovery.agree_lost``,
-``topology.reshape`` and ``recovery.apply``, redo the step and go on. Then the 12 active ranks
-restore the weights they held at recovery, build fresh groups for the dp-3 layout (new names,
-nothing reused) and run the same steps again: losses and weights must be bitwise equal.
+samples: dp 4 x 3 micro-batches, then dp 3 x 4, dp 2 x 6 and dp 1 x 12 (the accumulation each
+reshape gives). At step ``KILL_STEPS[i]`` torch rank ``VICTIMS[i]`` kills itself (SIGKILL); the
+survivors' next collective raises (a closed connection, or the groups' timeout), they run
+``recovery.agree_lost(groups, generation=i)`` (which answers in the layout's ranks:
+``LOST[i]``, not the victim's torch rank after the first failure), ``topology.reshape`` and
+``recovery.apply``, redo the step and go on; the ranks the new layout leaves idle return.
+At the end of each layout's steps (before the next kill, or at the last step) its ranks
+restore the weights they held at its recovery, build fresh groups for it (new names, nothing
+reused) and run its steps again: losses (and at the end, weights) must be bitwise equal.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import os
 import signal
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,14 +31,16 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch import nn
 
-from topology import Reshape, Topology, reshape
+from topology import Topology, reshape
 from topology_torch import ColumnParallelLinear, ProcessGroups, RowParallelLinear, _naming, recovery
 
 LAYOUT = Topology(16, tp=2, pp=2)  # rank = tp + 2 * dp + 8 * pp
-VICTIM = 10  # tp 0, dp 1, pp 1: its replica is {2, 3, 10, 11}
-KILL_STEP = 2
-STEPS = 5
-SAMPLES = 12  # the global batch: dp 4 x 3, then dp 3 x 4
+VICTIMS = (10, 5, 15)  # torch ranks; each kills a replica: dp 4 -> 3 -> 2 -> 1
+KILL_STEPS = (2, 4, 6)
+LOST = ((10,), (3,), (7,))  # what agree_lost answers: the victims in the layout's ranks then
+DP = (4, 3, 2, 1)  # the layouts' dp (tp 2, pp 2 throughout)
+STEPS = 8
+SAMPLES = 12  # the global batch: dp 4 x 3, then dp 3 x 4, dp 2 x 6, dp 1 x 12
 WIDTH = 8
 TIMEOUT = 3.0  # seconds, every group's: a collective with a dead peer fails within it
 DEADLINE = 5.0  # seconds, agree_lost's: TIMEOUT + 2 s (the survivors' arrival spread, one step)
@@ -57,12 +63,17 @@ class _Fresh:
     reference. Names come from ``prefix`` and the ranks, so no communicator is shared."""
 
     def __init__(
-        self, plan: Reshape, new_rank: int, torch_rank: dict[int, int], timeout: timedelta
+        self,
+        layout: Topology,
+        me: int,
+        torch_of: list[int],
+        timeout: timedelta,
+        prefix: str,
     ) -> None:
-        self.layout, self.me, self._groups = plan.new, new_rank, {}
+        self.layout, self.me, self._groups = layout, me, {}
         for kind in ("tp", "pp", "dp"):
-            ranks = tuple(torch_rank[r] for r in plan.new.group_of(new_rank, kind))
-            with _naming.named(_naming.group_name("fresh", ranks, None, timeout)):
+            ranks = tuple(torch_of[r] for r in layout.group_of(me, kind))
+            with _naming.named(_naming.group_name(prefix, ranks, None, timeout)):
                 self._groups[kind] = dist.new_group(
                     list(ranks), timeout=timeout, use_local_synchronization=True
                 )
@@ -72,6 +83,24 @@ class _Fresh:
 
     def rank(self, kind: str) -> int:
         return self.layout.local_rank(self.me, kind)
+
+    def destroy(self) -> None:
+        for group in self._groups.values():
+            dist.destroy_process_group(group)
+
+
+@dataclass
+class _Segment:
+    """The steps ``start`` to ``end`` (excluded) one layout ran after its recovery: what its
+    fresh reference needs."""
+
+    layout: Topology
+    me: int  # this rank's rank in ``layout``
+    torch_of: list[int]  # layout rank -> torch rank
+    start: int
+    end: int
+    accumulation: int
+    snapshot: dict[str, torch.Tensor]
 
 
 def _batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -115,6 +144,20 @@ def train_step(groups: Any, model: nn.Module, accumulation: int, step: int) -> t
     return flat[-1:].clone()
 
 
+def _reference(segment: _Segment, losses: list[torch.Tensor], wait: timedelta) -> nn.Module:
+    """Run ``segment``'s steps again on fresh groups from its snapshot; assert its losses."""
+    fresh = _Fresh(segment.layout, segment.me, segment.torch_of, wait, f"fresh/{segment.start}")
+    reference = _stage(fresh.group("tp"), fresh.rank("pp"))
+    reference.load_state_dict(segment.snapshot)
+    steps = range(segment.start, segment.end)
+    again = [train_step(fresh, reference, segment.accumulation, s) for s in steps]
+    fresh.destroy()
+    # bitwise: the same ranks reduce the same tensors in the same gloo groups' order
+    mine = losses[segment.start : segment.end]
+    assert all(map(torch.equal, mine, again)), (segment.layout, mine, again)
+    return reference
+
+
 def run(
     rank: int, world_size: int, out: str, timeout: float = TIMEOUT, deadline: float = DEADLINE
 ) -> None:
@@ -127,33 +170,50 @@ def run(
     groups: ProcessGroups | None = ProcessGroups.create(LAYOUT, timeout=wait)
     assert groups is not None
     times = {"created": time.time()}
-    tp_before, pp_before, dp_before = groups.group("tp"), groups.group("pp"), groups.group("dp")
-    before = {
-        k: groups.group(k) for k in LAYOUT.kinds if LAYOUT.size(k) > 1 and groups.has_group(k)
-    }
-    model = _stage(tp_before, groups.rank("pp"))
+    model = _stage(groups.group("tp"), groups.rank("pp"))
     accumulation = SAMPLES // LAYOUT.dp
+    torch_of = list(range(LAYOUT.world_size))  # the layout's rank -> torch rank
     losses: list[torch.Tensor] = []
-    step, resumed = 0, -1
+    segment: _Segment | None = None
+    step, failures, resumed = 0, 0, -1
     while step < STEPS:
-        if rank == VICTIM and step == KILL_STEP:
-            store.set("test/killed", repr(time.time()))
+        if segment is not None and step == segment.end:
+            _reference(segment, losses, wait)
+            segment = None
+        if failures < len(VICTIMS) and (rank, step) == (VICTIMS[failures], KILL_STEPS[failures]):
+            store.set(f"test/killed {failures + 1}", repr(time.time()))
             os.kill(os.getpid(), signal.SIGKILL)
         try:
             losses.append(train_step(groups, model, accumulation, step))
         except RuntimeError as error:  # gloo: "Connection closed by peer" or "Timed out"
-            assert resumed < 0, f"a second failure after recovery: {error}"
-            times["failed"] = time.time()
-            lost = recovery.agree_lost(generation=0, deadline=timedelta(seconds=deadline))
-            times["agreed"] = time.time()
-            assert lost == (VICTIM,), lost
-            plan = reshape(LAYOUT, lost_ranks=lost, gpus_per_node=2, accumulation=accumulation)
-            assert (plan.new.dp, plan.accumulation, plan.batch_kept) == (3, 4, True)
-            old, groups = groups, recovery.apply(groups, plan, generation=0)
+            assert failures < len(VICTIMS), f"a failure nobody caused: {error}"
+            assert step == KILL_STEPS[failures], (step, error)
+            failures += 1
+            times[f"failed {failures}"] = time.time()
+            lost = recovery.agree_lost(
+                groups, generation=failures - 1, deadline=timedelta(seconds=deadline)
+            )
+            times[f"agreed {failures}"] = time.time()
+            assert lost == LOST[failures - 1], (failures, lost)
+            plan = reshape(
+                groups.topology, lost_ranks=lost, gpus_per_node=2, accumulation=accumulation
+            )
+            dp = DP[failures]
+            assert (plan.new.dp, plan.accumulation, plan.batch_kept) == (dp, SAMPLES // dp, True)
+            me = groups.global_rank
+            before = {
+                k: groups.group(k)
+                for k in groups.topology.kinds
+                if groups.topology.size(k) > 1 and groups.has_group(k)
+            }
+            tp_before, pp_before, dp_before = before["tp"], before["pp"], before["dp"]
+            old, groups = groups, recovery.apply(groups, plan, generation=failures - 1)
             assert "destroyed" in repr(old)  # consumed
             if groups is None:  # idle: its replica was dropped
-                assert plan.rank_of(rank) is None
+                assert plan.rank_of(me) is None
                 return
+            torch_of = [torch_of[o] for o, n in enumerate(plan.mapping) if n is not None]
+            assert torch_of[groups.global_rank] == rank
             # the core's classification, per kind: where every group is reused this rank keeps
             # its communicator object; where none is, it has a new one
             for change in plan.communicators:
@@ -164,28 +224,30 @@ def run(
             # tp and pp groups lie inside a surviving replica: the same objects; dp shrank
             assert groups.group("tp") is tp_before and groups.group("pp") is pp_before
             assert groups.group("dp") is not dp_before
-            assert VICTIM not in dist.get_process_group_ranks(groups.group("dp"))
+            assert VICTIMS[failures - 1] not in dist.get_process_group_ranks(groups.group("dp"))
             for p in model.parameters():
                 p.grad = None  # the failed step's partial gradients
-            snapshot = {k: v.clone() for k, v in model.state_dict().items()}
             accumulation, resumed = plan.accumulation, step
+            end = KILL_STEPS[failures] if failures < len(KILL_STEPS) else STEPS
+            segment = _Segment(
+                plan.new,
+                groups.global_rank,
+                list(torch_of),
+                step,
+                end,
+                accumulation,
+                {k: v.clone() for k, v in model.state_dict().items()},
+            )
             continue
         if resumed == step:
-            times["first step"] = time.time()
+            times[f"first step {failures}"] = time.time()
         step += 1
-    assert resumed == KILL_STEP, resumed
-    torch_rank = {
-        new: old for old, new in enumerate(plan.mapping) if new is not None
-    }  # the layout starts at rank 0
-    fresh = _Fresh(plan, groups.global_rank, torch_rank, wait)
-    reference = _stage(fresh.group("tp"), fresh.rank("pp"))
-    reference.load_state_dict(snapshot)
-    again = [train_step(fresh, reference, accumulation, s) for s in range(resumed, STEPS)]
-    # bitwise: the same ranks reduce the same tensors in the same gloo groups' order
-    assert all(map(torch.equal, losses[resumed:], again)), (losses[resumed:], again)
+    assert failures == len(VICTIMS) and segment is not None, (failures, segment)
+    reference = _reference(segment, losses, wait)
     for mine, theirs in zip(model.parameters(), reference.parameters(), strict=True):
         assert torch.equal(mine, theirs)
     groups.destroy()  # the kept communicators and the new ones
     if rank == 0:
-        times["killed"] = float(store.get("test/killed"))
+        for n in range(1, len(VICTIMS) + 1):
+            times[f"killed {n}"] = float(store.get(f"test/killed {n}"))
         Path(out).write_text(json.dumps({**times, "losses": [float(v) for v in losses]}))

@@ -1,4 +1,5 @@
-"""Issue 25: a 16-rank gloo job loses a rank, agrees, applies the reshape and trains on."""
+"""Issues 25 and 31: a 16-rank gloo job loses a rank three times, agrees, applies the reshape
+and trains on; agree_lost's numbering, generations and store."""
 
 from __future__ import annotations
 
@@ -18,17 +19,29 @@ from topology import Topology, TopologyError, reshape
 from topology_torch import ProcessGroups, recovery
 
 SHORT = timedelta(milliseconds=200)
+TIMEOUT, DEADLINE = 2.0, 4.0  # seconds: the groups' and agree_lost's, shorter than the bench's
 
 
-def test_the_survivors_train_on_as_a_fresh_dp3_run_would() -> None:
-    """After rank 10 dies, losses and weights equal a fresh dp-3 run from the same weights."""
+def test_the_survivors_train_on_after_each_of_three_failures_as_a_fresh_run_would() -> None:
+    """After each of three kills (dp 4 -> 3 -> 2 -> 1), agree_lost names the victim in the
+    layout's ranks, and losses and weights equal a fresh run of the new layout from the same
+    weights."""
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "times.json")
-        run_world(16, recovery_run.run, out, killed=(recovery_run.VICTIM,), store="tcp")
+        run_world(
+            16,
+            recovery_run.run,
+            out,
+            TIMEOUT,
+            DEADLINE,
+            killed=recovery_run.VICTIMS,
+            store="tcp",
+        )
         with open(out) as file:
             times = json.load(file)
     assert len(times["losses"]) == recovery_run.STEPS
-    assert times["killed"] < times["agreed"] < times["first step"]
+    for n in range(1, len(recovery_run.VICTIMS) + 1):
+        assert times[f"killed {n}"] < times[f"agreed {n}"] < times[f"first step {n}"]
 
 
 def test_the_lowest_survivor_decides_that_the_silent_ranks_are_lost() -> None:
@@ -41,10 +54,10 @@ def test_a_decision_that_never_comes_names_the_missing_ranks() -> None:
     """A lower rank that announced itself but never decided: the wait ends, naming who is absent."""
     for rank, among, missing in ((1, (0, 1), "none"), (2, None, "1")):
         store = dist.HashStore()
-        store.set("rank-topology/recovery/3/alive/0", b"1")  # rank 0 announced, then died
+        store.set("rank-topology/recovery/0/alive/0", b"1")  # rank 0 announced, then died
         expected = rf"rank 0, the lowest .* within 0:00:00.2.* rank {rank} .*announced: {missing}\)"
         with fake_world(3, rank), pytest.raises(TopologyError, match=expected):
-            recovery.agree_lost(generation=3, deadline=SHORT, store=store, among=among)
+            recovery.agree_lost(generation=0, deadline=SHORT, store=store, among=among)
 
 
 @pytest.mark.parametrize(
@@ -106,3 +119,104 @@ def test_a_member_that_never_connects_leaves_the_old_groups_usable() -> None:
         again = recovery.apply(groups, plan, generation=1)
         assert again is not None and again.group("tp") is tp and again.group("dp").size() == 3
         again.destroy()
+
+
+def test_a_generation_out_of_turn_raises_naming_both_and_ends_the_round_it_skipped() -> None:
+    """Reused or skipped: this rank raises at once, and the round it should have entered ends
+    as a conflict, so its ranks raise too instead of deciding this one lost."""
+    store = dist.HashStore()
+    with fake_world(2, 1):
+        call = {"deadline": SHORT, "store": store, "among": (1,)}
+        assert recovery.agree_lost(generation=0, **call) == ()  # type: ignore[arg-type]
+        with pytest.raises(TopologyError, match=r"generation 0 was already used on rank 1, whose"):
+            recovery.agree_lost(generation=0, **call)  # type: ignore[arg-type]
+        with pytest.raises(TopologyError, match=r"generation 2 skips generations on rank 1, whos"):
+            recovery.agree_lost(generation=2, **call)  # type: ignore[arg-type]
+        with pytest.raises(TopologyError, match=r"generation 1 ended in a conflict: a rank call"):
+            recovery.agree_lost(generation=1, **call)  # type: ignore[arg-type]
+        assert recovery.agree_lost(generation=2, **call) == ()  # type: ignore[arg-type]
+
+
+def test_ranks_calling_different_generations_all_raise() -> None:
+    """Rank 0 calls generation 1 where 0 is due; rank 1 then calls 0: both raise, naming both
+    generations (no split: rank 1 never decides rank 0 lost)."""
+    store = dist.HashStore()
+    with fake_world(2, 0), pytest.raises(TopologyError, match=r"generation 1 skips generations"):
+        recovery.agree_lost(generation=1, deadline=SHORT, store=store)
+    with (
+        fake_world(2, 1),
+        pytest.raises(TopologyError, match=r"generation 0 ended in a conflict: a rank called gen"),
+    ):
+        recovery.agree_lost(generation=0, deadline=SHORT, store=store)
+
+
+def test_a_rank_behind_or_decided_lost_is_told_to_leave() -> None:
+    """Rank 1 arrives after rank 0 decided it lost: TopologyError, leave; once rank 0 is in a
+    later generation, rank 1's generation is behind it."""
+    store = dist.HashStore()
+    with fake_world(2, 0):
+        assert recovery.agree_lost(generation=0, deadline=SHORT, store=store) == (1,)
+    with fake_world(2, 1), pytest.raises(TopologyError, match=r"rank 1 arrived after generation"):
+        recovery.agree_lost(generation=0, deadline=SHORT, store=store)
+    other = dist.HashStore()
+    with fake_world(2, 0):
+        for generation in (0, 1):
+            recovery.agree_lost(generation=generation, deadline=SHORT, store=other, among=(0,))
+    with (
+        fake_world(2, 1),
+        pytest.raises(TopologyError, match=r"generation 0 is behind generation 1, which other"),
+    ):
+        recovery.agree_lost(generation=0, deadline=SHORT, store=other)
+
+
+def test_with_groups_the_answer_is_in_the_layouts_ranks_after_an_apply() -> None:
+    """Torch rank 0 of 16: after torch rank 10 is lost and applied, torch rank 5 is the new
+    layout's rank 3, and agree_lost(groups) answers 3; without groups it is refused."""
+    store = dist.HashStore()
+    with fake_world(16, 0):
+        groups = ProcessGroups.create(Topology(16, tp=2, pp=2))
+        for rank in set(range(1, 16)) - {10}:  # the others announced themselves
+            store.set(f"rank-topology/recovery/0/alive/{rank}", b"1")
+        lost = recovery.agree_lost(groups, generation=0, deadline=SHORT, store=store)
+        assert lost == (10,)
+        plan = reshape(groups.topology, lost_ranks=lost, gpus_per_node=2)
+        renewed = recovery.apply(groups, plan, generation=0)
+        assert renewed is not None and renewed.topology.world_size == 12
+        survivors = [t for t, n in enumerate(plan.mapping) if n is not None]
+        for new, torch_rank in enumerate(survivors):
+            if torch_rank not in (0, 5):
+                store.set(f"rank-topology/recovery/1/alive/{new}", b"1")
+        with pytest.raises(TopologyError, match=r"generation 0 decided lost ranks, after which"):
+            recovery.agree_lost(generation=1, deadline=SHORT, store=store)
+        again = recovery.agree_lost(renewed, generation=1, deadline=SHORT, store=store)
+        assert again == (survivors.index(5),) == (3,)
+        assert reshape(renewed.topology, lost_ranks=again, gpus_per_node=2).new.dp == 2
+        renewed.destroy()
+
+
+def test_agree_lost_refuses_a_bad_store_and_meets_without_a_default_group() -> None:
+    """A store that is no torch Store is a TopologyError; with groups and store= no default
+    group is asked for (torch's is_initialized says no, get_rank would fail)."""
+    with fake_world(4, 1):
+        with pytest.raises(TopologyError, match=r"store must be a torch.distributed.Store .*dict"):
+            recovery.agree_lost(generation=0, deadline=SHORT, store={})
+        with pytest.raises(TopologyError, match=r"groups must be the ProcessGroups .* got str"):
+            recovery.agree_lost("groups", generation=0, deadline=SHORT)  # type: ignore[arg-type]
+        groups = ProcessGroups.create(Topology(4, tp=2))
+        with pytest.raises(TopologyError, match=r"among and groups were both given"):
+            recovery.agree_lost(groups, generation=0, deadline=SHORT, among=(1,))
+        store = dist.HashStore()
+        for rank in (0, 2, 3):
+            store.set(f"rank-topology/recovery/0/alive/{rank}", b"1")
+        store.set("rank-topology/recovery/0/decided", '{"lost": []}')
+        gone = mock.Mock(side_effect=AssertionError("the default group was asked for"))
+        with (
+            mock.patch.object(dist, "is_initialized", return_value=False),
+            mock.patch.object(dist, "get_rank", gone),
+            mock.patch.object(dist, "get_world_size", gone),
+        ):
+            assert recovery.agree_lost(groups, generation=0, deadline=SHORT, store=store) == ()
+            with pytest.raises(TopologyError, match=r"without groups numbers ranks by torch's"):
+                recovery.agree_lost(generation=1, deadline=SHORT, store=store)
+            with pytest.raises(TopologyError, match=r"not initialized and no store was given"):
+                recovery.agree_lost(groups, generation=1, deadline=SHORT)

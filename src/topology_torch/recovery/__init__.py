@@ -1,11 +1,17 @@
 """Go on after ranks die, without a restart: agree on the lost ranks, then apply a reshape.
 
 On a failure (a collective raised: a closed connection, or the groups' ``timeout`` passed),
-every survivor calls, with the same ``generation``:
+every survivor calls, with the same ``generation`` (0 at the first failure, one more at each
+call after):
 
->>> lost = recovery.agree_lost(generation=0, deadline=timedelta(seconds=5))  # doctest: +SKIP
+>>> wait = timedelta(seconds=5)  # doctest: +SKIP
+>>> lost = recovery.agree_lost(groups, generation=g, deadline=wait)  # doctest: +SKIP
 >>> plan = topology.reshape(groups.topology, lost_ranks=lost, gpus_per_node=8)  # doctest: +SKIP
->>> groups = recovery.apply(groups, plan, generation=0)  # doctest: +SKIP
+>>> groups = recovery.apply(groups, plan, generation=g)  # doctest: +SKIP
+
+``agree_lost(groups, ...)`` answers in ``groups.topology``'s ranks, the numbering ``reshape``
+reads, at every failure (after an ``apply`` the layout numbers the survivors from 0, no longer
+by torch rank). ``apply`` returns None on a rank the new layout leaves idle: it should exit.
 
 ``agree_lost`` meets on the job's store (never in a collective); ``apply`` keeps every
 communicator the reshape reuses and makes the others among survivors only. Create the first

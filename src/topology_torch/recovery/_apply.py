@@ -26,7 +26,7 @@ from .._creation import Registry
 from .._creation_plan import Channel, Settings, key_of
 from .._process_groups import SINGLE, ProcessGroups, describe, hand_over, release, retire
 
-__all__ = ["apply"]
+__all__ = ["apply", "torch_rank_of"]
 
 
 class _Renumbered(Registry):
@@ -44,6 +44,12 @@ class _Renumbered(Registry):
 def _torch_rank(registry: Registry, rank: int) -> int:
     """The torch rank of layout ``rank`` (the same rank unless an earlier recovery renumbered)."""
     return registry.torch_rank[rank] if isinstance(registry, _Renumbered) else rank
+
+
+def torch_rank_of(groups: ProcessGroups) -> int:
+    """This process's torch rank (``groups.global_rank`` until an apply renumbered it)."""
+    _, _, registry = hand_over(groups)
+    return _torch_rank(registry, groups.global_rank)
 
 
 def _check(groups: object, result: object, generation: object) -> tuple[ProcessGroups, Reshape]:
@@ -112,7 +118,9 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
     default group or a lost rank; every new group gets the timeout its kind had.
 
     The returned object speaks the new layout's ranks (``global_rank`` is this rank's new rank,
-    ``ranks(kind)`` new ranks); the torch ranks of a group are
+    ``ranks(kind)`` new ranks), and so does ``agree_lost(groups_returned, ...)`` at the next
+    failure, the numbering the next ``reshape(groups_returned.topology, ...)`` reads; the
+    torch ranks of a group are
     ``torch.distributed.get_process_group_ranks(group)``; point-to-point calls take
     ``group_dst=`` / ``group_src=`` positions. Moved shards (``result.sources``) are the
     caller's to fetch. ``verify``, ``device_mesh`` and ``world_mesh`` need the whole default
@@ -120,7 +128,8 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
 
     Returns:
         The new groups, or None when this rank has no place in the new layout (idle or reserve):
-        it has released every group and should leave.
+        it has released every group and should leave (it is no rank of the new layout, so the
+        next ``agree_lost`` neither expects nor waits for it).
 
     Raises:
         TopologyError: ``result`` does not start from ``groups.topology``, brings in spare hosts
@@ -128,9 +137,9 @@ def apply(groups: ProcessGroups, result: Reshape, *, generation: int) -> Process
             connected within the kind's timeout (naming the group's ranks). ``groups`` is
             then as it was.
 
-    >>> lost = agree_lost(generation=0, deadline=timedelta(seconds=5))  # doctest: +SKIP
+    >>> lost = agree_lost(groups, generation=g, deadline=timedelta(seconds=5))  # doctest: +SKIP
     >>> plan = reshape(groups.topology, lost_ranks=lost, gpus_per_node=8)  # doctest: +SKIP
-    >>> groups = apply(groups, plan, generation=0)  # doctest: +SKIP
+    >>> groups = apply(groups, plan, generation=g)  # doctest: +SKIP
     """
     groups, result = _check(groups, result, generation)
     old, new = result.old, result.new
