@@ -21,6 +21,7 @@ from .common import (
     int_type,
     write_json,
 )
+from .text import fold, terminal_width
 
 __all__ = ["parse_layout", "register", "run", "split_of"]
 
@@ -238,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
             },
         )
         return 0
-    print(_text(args.model, src, dst, plan))
+    print(fold(_text(args.model, src, dst, plan), terminal_width()))
     return 0
 
 
