@@ -1,13 +1,19 @@
 """Every command's text fits the terminal and wraps between words; typos get a suggestion.
 
-Law: at a width of 80 or 120 columns no output line is longer than the width, and the output
-holds exactly the words it holds on an unbounded terminal (none split, none lost), for the
-documented examples, large layouts and Hypothesis-drawn ones.
+Law: at a width of 80 or 120 columns no output line is longer than the width (in characters:
+the output holds "·"), and the output holds exactly the words it holds on an unbounded terminal
+(none split, none lost), for every command of the parser and its text modes, the documented
+examples (the ``$ topology`` lines of docs/cli.md), large layouts and Hypothesis-drawn ones;
+every ``--help`` fits too. Only ``completion`` is left out: its output is argcomplete's shell
+script, which the shell reads, not a person.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
+import shlex
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -18,13 +24,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import topology._cli.check
+import topology._cli.transfer
 import topology.cost
 from topology import Topology
-from topology._cli.main import main
+from topology._cli.main import COMMANDS, build_parser, main
 from topology.strategies import topologies
 
 WIDTHS = (80, 120)
-RAGGED = str(Path(__file__).parent / "data" / "allocation" / "cli" / "ragged_nvl72.toml")
+DATA = Path(__file__).parent / "data"
+RAGGED = str(DATA / "allocation" / "cli" / "ragged_nvl72.toml")
+LONG_TIERS = str(DATA / "allocation" / "cli" / "long_tiers.toml")
+NVL72 = str(DATA / "allocation" / "nvl72.toml")
+MODULES = str(DATA / "modules" / "vision_language.toml")
+DOCS = Path(__file__).parents[1] / "docs" / "cli.md"
+UNCHECKED = {"completion": "argcomplete's shell script, read by the shell"}
+"""Commands whose output is not text for a person, and why."""
 _BOX = "┌┐└┘│─"
 
 CASES = (
@@ -63,6 +77,42 @@ CASES = (
     ("simulate", "-w", "4096", "--tp", "8", "--pp", "4", "--cp", "2", "--gpus-per-node", "8",
      "--model", "llama-70b"),
     ("plan", "-w", "4096", "--gpus-per-node", "8", "--model", "mixtral-8x7b", "--top", "8"),
+    # check --modules and place --modules
+    ("check", "--modules", MODULES, "--gpus-per-node", "8", "--nodes", "2"),
+    ("check", "--modules", MODULES, "--gpus-per-node", "8", "--nodes", "1"),
+    ("check", "--modules", MODULES, "--hosts", "n[1-4]", "--gpus-per-host", "4"),
+    ("place", "--modules", MODULES, "--hosts", "n[1-4]", "--gpus-per-host", "4"),
+    # a crossing table too wide for one piece (five long tier names)
+    ("check", "-w", "64", "--tp", "4", "--pp", "2", "--allocation", LONG_TIERS),
+    ("show", "-w", "64", "--tp", "4", "--pp", "2", "--allocation", LONG_TIERS),
+    ("place", "-w", "64", "--tp", "4", "--pp", "2", "--allocation", LONG_TIERS),
+    # transfer, with and without --summary, a pipeline split and an allocation
+    ("transfer", "--from", "tp=2,pp=2", "--to", "tp=4", "-w", "8", "--model", "llama-7b"),
+    ("transfer", "--from", "tp=2,pp=2", "--to", "tp=4", "-w", "8", "--model", "llama-7b",
+     "--summary"),
+    ("transfer", "--from", "tp=2,pp=4", "--to", "tp=4", "-w", "8", "--model", "llama-7b",
+     "--first-stage-layers", "7", "--last-stage-layers", "9"),
+    ("transfer", "--from", "pp=16,ep=16,etp=1", "--to", "tp=32,ep=32,etp=1", "-w", "256",
+     "--model", "deepseek-v3", "--first-stage-layers", "3", "--last-stage-layers", "2",
+     "--hosts", "node[1-64]", "--gpus-per-host", "4"),
+    ("transfer", "--from", "tp=2,pp=2,ep=2", "--to", "tp=4,ep=4", "-w", "16", "--model",
+     "mixtral-8x7b", "--allocation", LONG_TIERS, "--summary"),
+    ("transfer", "--from", "tp=8,pp=2", "--to", "tp=4", "-w", "128", "--model", "llama-70b",
+     "--allocation", RAGGED, "--launcher-order", "lexicographic"),
+    # reshape, by node rank and by host name, each policy, a long hostfile
+    ("reshape", "-w", "128", "--tp", "8", "--pp", "2", "--gpus-per-node", "8", "--lost", "3"),
+    ("reshape", "-w", "128", "--tp", "8", "--pp", "2", "--gpus-per-node", "8", "--lost", "3",
+     "--policy", "shrink"),
+    ("reshape", "-w", "64", "--tp", "8", "--pp", "2", "--gpus-per-node", "8", "--lost-ranks",
+     "9", "--spares", "8", "--policy", "spares"),
+    ("reshape", "-w", "64", "--tp", "4", "--pp", "2", "--hosts", "node[1-18]",
+     "--gpus-per-host", "4", "--lost", "node4"),
+    ("reshape", "-w", "32", "--tp", "4", "--hosts", "node[1-9]", "--gpus-per-host", "4",
+     "--lost", "node[2,5]"),
+    ("reshape", "-w", "224", "--tp", "4", "--pp", "2", "--allocation", RAGGED,
+     "--launcher-order", "lexicographic", "--lost", "node[3,17,40]"),
+    ("reshape", "-w", "16384", "--tp", "8", "--pp", "8", "--gpus-per-node", "8", "--lost",
+     "3,700-709"),
 )  # fmt: skip
 
 
@@ -77,14 +127,17 @@ def _output(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 
 
 def _words(text: str) -> Counter[str]:
-    """The words of ``text``, box-drawing borders left out (their length follows the width)."""
-    words = (word.strip(_BOX) for word in text.split())
+    """The words of ``text``, box-drawing borders left out (their length follows the width)
+    and a shell line's continuation mark (`` \\`` ending a line of a wrapped command) too."""
+    unmarked = "\n".join(line.removesuffix(" \\") for line in text.splitlines())
+    words = (word.strip(_BOX) for word in unmarked.split())
     return Counter(word for word in words if word)
 
 
 def _once(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
     """Let ``owner.name`` compute each distinct call once while this test renders one command
-    at several widths (the layouts and plans are the same; only the text differs)."""
+    at several widths (the layouts, checks, plans and transfers are the same; only the text
+    differs)."""
     real = getattr(owner, name)
     seen: dict[str, Any] = {}
 
@@ -103,6 +156,8 @@ def _assert_fits(
     with monkeypatch.context() as patched:
         _once(patched, topology.cost, "plan")
         _once(patched, topology._cli.check, "check")
+        _once(patched, topology._cli.transfer, "transfer")
+        _once(patched, topology._cli.transfer, "weights")
         _assert_fits_each_width(monkeypatch, capsys, argv)
 
 
@@ -114,7 +169,33 @@ def _assert_fits_each_width(
         out = _output(monkeypatch, capsys, width, argv)
         wide = [line for line in out.splitlines() if len(line) > width]
         assert not wide, f"{' '.join(argv)} at {width} columns: {wide[0]!r}"
-        assert _words(out) == _words(unbounded), f"{' '.join(argv)} at {width} columns"
+        assert _words(out) == _words(unbounded) + _repeated_labels(out), (
+            f"{' '.join(argv)} at {width} columns"
+        )
+
+
+_PIECE = re.compile(r"^ *(kind|groups crossing) +groups\b")
+"""The header of a table that splits into pieces to fit (check's and place's tier crossing
+tables): each piece repeats the kind and groups columns."""
+
+
+def _repeated_labels(out: str) -> Counter[str]:
+    """The words a split table adds: the label columns (up to the end of the header's
+    ``groups``) of every piece after the first, a piece that follows the previous one after a
+    single blank line."""
+    lines = out.splitlines()
+    extra: Counter[str] = Counter()
+    end, i = -2, 0
+    while i < len(lines):
+        head = _PIECE.match(lines[i])
+        if head is None:
+            i += 1
+            continue
+        stop = next((j for j in range(i, len(lines)) if not lines[j].strip()), len(lines))
+        if i == end + 1:
+            extra += _words("\n".join(line[: head.end()] for line in lines[i:stop]))
+        end, i = stop, stop
+    return extra
 
 
 @pytest.mark.parametrize("argv", CASES, ids=lambda argv: " ".join(argv[:4]))
@@ -161,6 +242,129 @@ def test_drawn_layouts_fit(
             ("check", *layout, *cluster),
         ):
             _assert_fits(monkeypatch, capsys, argv)
+
+
+def _commands() -> list[str]:
+    """The command names the parser registers."""
+    choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    return list(choices)
+
+
+def test_every_command_is_under_the_law() -> None:
+    """Each command of the parser has an example above, or a reason to be left out."""
+    assert set(_commands()) == {argv[0] for argv in CASES} | set(UNCHECKED)
+    assert len(_commands()) == len(COMMANDS)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    world=st.sampled_from([8, 16, 32]),
+    sides=st.lists(
+        st.tuples(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4])), min_size=2,
+        max_size=2,
+    ),
+    gpus=st.sampled_from([None, 2, 4, 8]),
+    summary=st.booleans(),
+)  # fmt: skip
+def test_drawn_transfers_fit(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    world: int,
+    sides: list[tuple[int, int]],
+    gpus: int | None,
+    summary: bool,
+) -> None:
+    """transfer between drawn llama-7b layouts (on hosts, or not) fits with every word whole."""
+    (tp, pp), (to_tp, to_pp) = ((t, p) if t * p <= world else (1, 1) for t, p in sides)
+    argv = ("transfer", "--from", f"tp={tp},pp={pp}", "--to", f"tp={to_tp},pp={to_pp}", "-w",
+            str(world), "--model", "llama-7b")  # fmt: skip
+    if gpus is not None:
+        argv += ("--hosts", f"n[1-{world // gpus}]", "--gpus-per-host", str(gpus))
+    _assert_fits(monkeypatch, capsys, argv + (("--summary",) if summary else ()))
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    topo=topologies(max_world_size=128, max_rank_offset=0).filter(lambda t: t.dp >= 4),
+    policy=st.sampled_from(["auto", "drop", "shrink"]),
+    data=st.data(),
+)  # fmt: skip
+def test_drawn_reshapes_fit(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    topo: Topology,
+    policy: str,
+    data: st.DataObject,
+) -> None:
+    """reshape of a drawn layout that loses drawn hosts fits with every word whole (a loss it
+    cannot survive is one line on stderr, exit 2, and prints nothing)."""
+    gpus = data.draw(st.sampled_from([g for g in (1, 2, 4, 8) if topo.world_size % g == 0]))
+    hosts = topo.world_size // gpus
+    lost = data.draw(st.sets(st.integers(0, hosts - 1), min_size=1, max_size=min(2, hosts)))
+    with tempfile.TemporaryDirectory() as folder:
+        argv = ("reshape", "--config", _config(topo, folder), "--gpus-per-node", str(gpus),
+                "--lost", ",".join(map(str, sorted(lost))), "--policy", policy)  # fmt: skip
+        monkeypatch.setenv("COLUMNS", "80")
+        if main(list(argv)) == 2:
+            out, err = capsys.readouterr()
+            assert out == "" and err.count("\n") == 1
+            return
+        capsys.readouterr()
+        _assert_fits(monkeypatch, capsys, argv)
+
+
+@pytest.mark.parametrize("command", ["", *_commands()])
+def test_help_fits(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """topology [COMMAND] --help fits 80 columns (a usage group of alternatives wraps too)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main([*command.split(), "--help"]) == 0
+    wide = [line for line in capsys.readouterr().out.splitlines() if len(line) > 80]
+    assert not wide
+
+
+def _docs_examples() -> list[tuple[list[str], str]]:
+    """The ``$ topology`` lines of docs/cli.md (continuations joined, comments dropped) that
+    print text, each with the doc's next line (the error it shows, if any)."""
+    lines = re.sub(r"\\\n\s*", " ", DOCS.read_text(encoding="utf-8")).splitlines()
+    return [
+        (shlex.split(line, comments=True)[2:], after)
+        for line, after in zip(lines, [*lines[1:], ""], strict=True)
+        if line.startswith("$ topology ") and "--json" not in line
+    ]
+
+
+def _input_missing(argv: list[str]) -> bool:
+    """An example that reads a file the repository does not hold (e.g. the reader's racks)."""
+    return any(
+        flag in ("--allocation", "--hostfile", "--config", "--modules") and not Path(value).exists()
+        for flag, value in itertools.pairwise(argv)
+    )
+
+
+@pytest.mark.parametrize("example", _docs_examples(), ids=lambda e: " ".join(e[0][:4]))
+def test_docs_examples_fit(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    example: tuple[list[str], str],
+) -> None:
+    """Each text example of docs/cli.md fits with every word whole; an error example prints
+    exactly the error line the doc shows under it."""
+    argv, after = example
+    if _input_missing(argv):
+        pytest.skip(f"reads a file the repository does not hold: {' '.join(argv)}")
+    monkeypatch.chdir(tmp_path)  # --write-hostfile writes here
+    if after.startswith("topology") and ": error: " in after:
+        assert main(argv) == 2
+        assert capsys.readouterr().err == after + "\n"
+        return
+    _assert_fits(monkeypatch, capsys, tuple(argv))
 
 
 # -- suggestions --------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from .._datafile import read_data
 from .._errors import TopologyError
 from .._machine.cluster import Cluster
 from .._megatron.topology import Topology
-from .text import escape_controls
+from .text import escape_controls, fold, terminal_width
 
 __all__ = [
     "EXIT_FINDINGS",
@@ -142,6 +142,15 @@ class Parser(argparse.ArgumentParser):
     A mistyped flag or command gets the closest valid spelling:
     ``topology show: error: unrecognized argument --tpp; did you mean --tp?``.
     """
+
+    def format_help(self) -> str:
+        """argparse's help with every line that argparse cannot break (a group of alternatives
+        in the usage) folded to fit the terminal."""
+        return fold(super().format_help(), terminal_width())
+
+    def format_usage(self) -> str:
+        """argparse's usage, folded to fit the terminal as :meth:`format_help` is."""
+        return fold(super().format_usage(), terminal_width())
 
     def error(self, message: str) -> NoReturn:
         """Print ``topology <cmd>: error: <message>`` and exit 2 (no usage block); control

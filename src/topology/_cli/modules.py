@@ -28,6 +28,7 @@ from .common import (
     CliError,
     Once,
     cluster_from_args,
+    use_color,
     write_json,
 )
 from .modules_file import read_modules
@@ -91,7 +92,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.json:
         write_json("check-modules", report.to_dict())
     else:
-        sys.stdout.write(report.render())
+        sys.stdout.write(report.render(color=use_color(args), width=terminal_width()))
     warned = any(f.severity == "warning" for _, f in report.findings)
     failed = not report.ok or (args.strict and warned)
     return EXIT_FINDINGS if failed else EXIT_OK

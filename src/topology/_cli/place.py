@@ -128,7 +128,7 @@ def crossing_table(arrangement: Arrangement, columns: int, indent: str = "") -> 
             row.append(f"{before.crossing[k][t]} -> {after.crossing[k][t]}")
         rows.append(row)
     align = "<>" + "<" * len(before.tiers)
-    return table(header, rows, columns, align=align, indent=indent)
+    return table(header, rows, columns, align=align, indent=indent, labels=2)
 
 
 def optimality(arrangement: Arrangement) -> str:

@@ -121,6 +121,7 @@ def table(
     align: str = "",
     wrap_columns: Sequence[int] | None = None,
     indent: str = "",
+    labels: int = 0,
 ) -> list[str]:
     """``rows`` under ``header`` as aligned lines of at most ``width`` columns (where possible).
 
@@ -137,6 +138,9 @@ def table(
         align: one character per column, ``<`` (left, the default) or ``>`` (right).
         wrap_columns: indices of the columns that may wrap.
         indent: put in front of every line.
+        labels: how many leading columns name a row. A table that cannot fit even with
+            every wrappable column narrowed is split: its other columns go into several
+            tables, one after another with a blank line between, each repeating these.
 
     >>> for line in table(("kind", "size"), [("tp", 8), ("dp-cp", 128)], 80, align="<>"):
     ...     print(line)
@@ -145,6 +149,13 @@ def table(
     dp-cp   128
     >>> table(("layout", "why"), [("tp8", "less dp comm than #2")], 18)
     ['layout  why', 'tp8     less dp', '        comm than', '        #2']
+    >>> for line in table(("kind", "rack-switch", "spine-switch"), [("tp", 0, 2)], 24, labels=1):
+    ...     print(line)
+    kind  rack-switch
+    tp              0
+    <BLANKLINE>
+    kind  spine-switch
+    tp               2
     """
     columns = len(header)
     cells = [[escape_controls(str(cell)) for cell in row] for row in rows]
@@ -159,6 +170,8 @@ def table(
     ]
     room = width - len(indent) - len(_GAP) * (columns - 1)
     widths = _shrink(natural, floor, wrappable, room)
+    if sum(widths) > room and 0 < labels < columns - 1:
+        return _split(header, cells, width, aligns, wrap_columns, indent, labels, widths)
     out = []
     for row in everything:
         pieces = [
@@ -170,6 +183,43 @@ def table(
                 text = piece[depth] if depth < len(piece) else ""
                 parts.append(text.rjust(widths[i]) if aligns[i] == ">" else text.ljust(widths[i]))
             out.append((indent + _GAP.join(parts)).rstrip())
+    return out
+
+
+def _split(
+    header: Sequence[str],
+    cells: list[list[str]],
+    width: int,
+    aligns: list[str],
+    wrap_columns: Sequence[int] | None,
+    indent: str,
+    labels: int,
+    widths: list[int],
+) -> list[str]:
+    """:func:`table` split into tables of the label columns and as many others as fit."""
+    room = width - len(indent) - sum(widths[:labels]) - len(_GAP) * labels
+    pieces: list[list[int]] = [[]]
+    used = 0
+    for i in range(labels, len(header)):
+        if pieces[-1] and used + widths[i] > room:
+            pieces.append([])
+            used = 0
+        pieces[-1].append(i)
+        used += widths[i] + len(_GAP)
+    out: list[str] = []
+    for piece in pieces:
+        keep = [*range(labels), *piece]
+        out += [""] if out else []
+        out += table(
+            [header[i] for i in keep],
+            [[row[i] for i in keep] for row in cells],
+            width,
+            align="".join(aligns[i] for i in keep),
+            wrap_columns=None
+            if wrap_columns is None
+            else [n for n, i in enumerate(keep) if i in wrap_columns],
+            indent=indent,
+        )
     return out
 
 

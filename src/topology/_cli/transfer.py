@@ -24,6 +24,7 @@ from .common import (
     shorten,
     write_json,
 )
+from .text import fold, terminal_width
 
 __all__ = ["parse_layout", "register", "run", "split_of"]
 
@@ -242,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
             },
         )
         return 0
-    print(_text(args.model, src, dst, plan))
+    print(fold(_text(args.model, src, dst, plan), terminal_width()))
     return 0
 
 

@@ -22,13 +22,16 @@ from .crossings import Crossings
 from .findings import Finding
 from .placement import Placement
 
-__all__ = ["Report"]
+__all__ = ["Report", "finding_lines", "wrapped"]
 
 _MARK = {"error": "ERROR", "warning": "warn ", "info": "info "}
 """The five-character mark that starts a finding's line in the text report."""
 
 _STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[33m", "info": "\x1b[2m"}
 """ANSI styles of the marks when the text is coloured (bold red, yellow, dim)."""
+
+_TIER_COLUMN = 12
+"""The narrowest tier column of the crossing table (a longer tier name widens its column)."""
 
 _EXAMPLE_RANKS = 8
 """The text report shows at most this many ranks of a finding's example group."""
@@ -127,8 +130,9 @@ class Report:
         Args:
             color: wrap each finding's mark in ANSI colours (for a terminal).
             width: wrap the header and each finding between words into lines of at most
-                this many columns, continuing under the finding's code (``None``: one line
-                per finding, as before). Colour codes do not count towards the width.
+                this many columns, continuing under the finding's code, and split the tier
+                crossing table into tables that fit (``None``: one line per finding, as
+                before). Colour codes do not count towards the width.
 
         >>> from topology import Cluster, Topology, check
         >>> lines = check(Topology(16, tp=16), Cluster(gpus_per_node=8)).render().splitlines()
@@ -142,10 +146,10 @@ class Report:
         >>> max(len(line) for line in report.render(width=60).splitlines())
         60
         """
-        lines = [*_wrapped(self._header(), width, ""), ""]
+        lines = [*wrapped(self._header(), width, ""), ""]
         for finding in self.findings:
-            lines += _finding_lines(finding, color, width)
-        lines += ["", *self._table(), *self._crossing_table(), "", self._verdict()]
+            lines += finding_lines(finding, color, width)
+        lines += ["", *self._table(), *self._crossing_table(width), "", self._verdict()]
         return "\n".join(lines) + "\n"
 
     def _header(self) -> str:
@@ -164,22 +168,41 @@ class Report:
             )
         return lines
 
-    def _crossing_table(self) -> list[str]:
-        """Per kind, groups and how many cross each tier (only on a real rank map)."""
+    def _crossing_table(self, width: int | None) -> list[str]:
+        """Per kind, groups and how many cross each tier (only on a real rank map); tier names
+        in full, the tiers split over several tables where one would be wider than ``width``."""
         found = self.crossings
         if found is None:
             return []
-        head = "".join(f" {tier[:12]:>12}" for tier in found.tiers)
-        lines = ["", f"{'groups crossing':<20} {'groups':>8}{head}"]
-        for kind, row, total in zip(found.kinds, found.crossing, found.totals, strict=True):
-            lines.append(f"{kind:<20} {total:>8}" + "".join(f" {n:>12}" for n in row))
+        columns = [max(_TIER_COLUMN, len(tier)) for tier in found.tiers]
+        lines: list[str] = []
+        for chunk in _chunks(columns, None if width is None else width - len(f"{'':<20} {'':>8}")):
+            head = "".join(f" {found.tiers[t]:>{columns[t]}}" for t in chunk)
+            lines += ["", f"{'groups crossing':<20} {'groups':>8}{head}"]
+            for kind, row, total in zip(found.kinds, found.crossing, found.totals, strict=True):
+                cells = "".join(f" {row[t]:>{columns[t]}}" for t in chunk)
+                lines.append(f"{kind:<20} {total:>8}{cells}")
         return lines
 
     def _verdict(self) -> str:
         return "check " + ("ok" if self.ok else f"FAILED ({len(self.errors)} error(s))")
 
 
-def _wrapped(text: str, width: int | None, hang: str) -> list[str]:
+def _chunks(columns: list[int], room: int | None) -> list[list[int]]:
+    """The indices of ``columns`` in runs whose cells (a space and the column each) fit
+    ``room``; one run when ``room`` is None, and at least one column in every run."""
+    runs: list[list[int]] = [[]]
+    used = 0
+    for i, column in enumerate(columns):
+        if runs[-1] and room is not None and used + 1 + column > room:
+            runs.append([])
+            used = 0
+        runs[-1].append(i)
+        used += 1 + column
+    return runs
+
+
+def wrapped(text: str, width: int | None, hang: str) -> list[str]:
     """``text`` as one line (``width`` None) or wrapped between words, continuing with ``hang``."""
     if width is None or len(text) <= width:
         return [text]
@@ -188,10 +211,10 @@ def _wrapped(text: str, width: int | None, hang: str) -> list[str]:
     )
 
 
-def _finding_lines(finding: Finding, color: bool, width: int | None = None) -> list[str]:
+def finding_lines(finding: Finding, color: bool, width: int | None = None) -> list[str]:
     """A finding's line(s), then its example group unless it is empty or the finding is info."""
     mark = _MARK[finding.severity]
-    lines = _wrapped(f"{mark} {finding.code}: {finding.message}", width, " " * (len(mark) + 1))
+    lines = wrapped(f"{mark} {finding.code}: {finding.message}", width, " " * (len(mark) + 1))
     if color:
         styled = f"{_STYLE[finding.severity]}{mark}\x1b[0m"
         lines[0] = styled + lines[0][len(mark) :]

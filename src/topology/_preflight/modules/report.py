@@ -11,7 +11,7 @@ from ..._machine.rankmap import RankMap
 from ..._modules.module import span_text
 from ..._modules.modules import Modules
 from ..findings import Finding
-from ..report import Report
+from ..report import Report, finding_lines, wrapped
 from .budget import ModulesBudget
 
 __all__ = ["ModulesReport"]
@@ -72,24 +72,33 @@ class ModulesReport:
             "communicators": self.budget.to_dict(),
         }
 
-    def render(self) -> str:
+    def render(self, *, color: bool = False, width: int | None = None) -> str:
         """The text ``topology check --modules`` prints: each module's report, then the job's.
 
         A header, then per module a ``== module NAME [start, stop)`` section holding its own
         report (as ``topology check`` prints it, without its verdict), then the whole job's
-        findings and one verdict over all modules.
+        findings and one verdict over all modules. ``color`` and ``width`` are
+        :meth:`Report.render`'s: the header and every finding wrap into lines of at most
+        ``width`` columns.
+
+        >>> from topology import Cluster, Module, Modules, Topology, check_modules
+        >>> job = Modules([Module("vision", Topology(8)), Module("language", Topology(8, tp=2),
+        ...                rank_offset=8)])
+        >>> text = check_modules(job, Cluster(gpus_per_node=8)).render(width=60)
+        >>> max(len(line) for line in text.splitlines()) <= 60, text.splitlines()[-1]
+        (True, 'check ok')
         """
-        lines = [str(self.modules), ""]
+        lines = [*wrapped(str(self.modules), width, "    "), ""]
         for module, report in zip(self.modules.modules, self.reports, strict=True):
-            lines.append(f"== module {module.name} {span_text(module.span)}")
+            lines += wrapped(f"== module {module.name} {span_text(module.span)}", width, "   ")
             if report is None:
-                lines += [f"{module.layout} (a grid: no layout rules)", ""]
+                lines += [*wrapped(f"{module.layout} (a grid: no layout rules)", width, ""), ""]
             else:
-                lines += [*report.render().splitlines()[:-1]]
+                lines += [*report.render(color=color, width=width).splitlines()[:-1]]
         lines.append("== all modules")
         for owner, finding in self.findings:
             if owner is None:
-                lines.append(f"{_MARK[finding.severity]} {finding.code}: {finding.message}")
+                lines += finding_lines(finding, color, width)
         errors = len(self.errors)
         lines += ["", "check " + ("ok" if self.ok else f"FAILED ({errors} error(s))")]
         return "\n".join(lines) + "\n"
