@@ -36,7 +36,8 @@ RAGGED = str(DATA / "allocation" / "cli" / "ragged_nvl72.toml")
 LONG_TIERS = str(DATA / "allocation" / "cli" / "long_tiers.toml")
 NVL72 = str(DATA / "allocation" / "nvl72.toml")
 MODULES = str(DATA / "modules" / "vision_language.toml")
-DOCS = Path(__file__).parents[1] / "docs" / "cli.md"
+REPO = Path(__file__).parents[1]
+DOCS = REPO / "docs" / "cli.md"
 UNCHECKED = {"completion": "argcomplete's shell script, read by the shell"}
 """Commands whose output is not text for a person, and why."""
 _BOX = "┌┐└┘│─"
@@ -339,12 +340,16 @@ def _docs_examples() -> list[tuple[list[str], str]]:
     ]
 
 
-def _input_missing(argv: list[str]) -> bool:
-    """An example that reads a file the repository does not hold (e.g. the reader's racks)."""
-    return any(
-        flag in ("--allocation", "--hostfile", "--config", "--modules") and not Path(value).exists()
-        for flag, value in itertools.pairwise(argv)
-    )
+def _repo_paths(argv: list[str]) -> list[str]:
+    """``argv`` with each input file (a path relative to the repository) made absolute, so that
+    the example runs from a scratch folder; an input the repository lacks fails the test."""
+    out = list(argv)
+    for index, (flag, value) in enumerate(itertools.pairwise(argv), 1):
+        if flag in ("--allocation", "--hostfile", "--config", "--modules", "--slurm-topology"):
+            path = REPO / value
+            assert path.exists(), f"docs/cli.md reads {value}, which the repository lacks"
+            out[index] = str(path)
+    return out
 
 
 @pytest.mark.parametrize("example", _docs_examples(), ids=lambda e: " ".join(e[0][:4]))
@@ -357,8 +362,7 @@ def test_docs_examples_fit(
     """Each text example of docs/cli.md fits with every word whole; an error example prints
     exactly the error line the doc shows under it."""
     argv, after = example
-    if _input_missing(argv):
-        pytest.skip(f"reads a file the repository does not hold: {' '.join(argv)}")
+    argv = _repo_paths(argv)
     monkeypatch.chdir(tmp_path)  # --write-hostfile writes here
     if after.startswith("topology") and ": error: " in after:
         assert main(argv) == 2
