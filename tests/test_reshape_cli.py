@@ -301,12 +301,14 @@ NAMES = st.from_regex(r"[a-z][a-z0-9.-]{0,12}", fullmatch=True)
 )
 def test_hostfile_formats_read_back(hosts: list[tuple[str, int]]) -> None:
     """What the hostfile format writes, the project's reader reads back (names, order,
-    slots); the slurm format holds each host once per task, in node order."""
+    slots); the slurm format holds each host once per task, the order format once, in node
+    order."""
     back = parse_hostfile(hostfile_text(hosts, "hostfile"))
     assert [(h.name, h.gpus) for h in back.hosts] == hosts
     lines = hostfile_text(hosts, "slurm").splitlines()
     assert lines == [name for name, slots in hosts for _ in range(slots)]
-    assert set(HOSTFILE_FORMATS) == {"hostfile", "slurm"}
+    assert hostfile_text(hosts, "order").splitlines() == [name for name, _ in hosts]
+    assert set(HOSTFILE_FORMATS) == {"hostfile", "slurm", "order"}
 
 
 def _script(word: str) -> str:
@@ -331,3 +333,24 @@ def test_command_lines_are_the_same_command(words: list[str], width: int) -> Non
     assert list(map(_script, shlex.split(joined))) == list(map(_script, shlex.split(command)))
     widest = max(len(part) for w in words for part in w.split("\n")) + 10
     assert all(len(line) <= max(width, widest) for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("form", "expected"),
+    [
+        # tp 4 over 36 ranks on five 8-GPU hosts, no tiers: place keeps the listed order and
+        # fills node1..node4 (32 ranks) and 4 ranks of node5
+        ("order", "node1\nnode2\nnode3\nnode4\nnode5\n"),
+        ("hostfile", "".join(f"node{h} slots=8\n" for h in range(1, 5)) + "node5 slots=4\n"),
+        ("slurm", "".join(f"node{h}\n" * 8 for h in range(1, 5)) + "node5\n" * 4),
+    ],
+)
+def test_place_writes_each_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str, expected: str
+) -> None:
+    """``place --write-hostfile FILE --format F``: the chosen hosts in node order, as each
+    launcher reads them (the ranks each host runs: the last one only 4)."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["place", "-w", "36", "--tp", "4", "--hosts", "node[1-5]", "--gpus-per-host", "8"]
+    assert main([*argv, "--write-hostfile", "out", "--format", form]) == 0
+    assert (tmp_path / "out").read_text() == expected

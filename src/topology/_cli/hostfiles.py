@@ -6,7 +6,9 @@ Formats (:data:`HOSTFILE_FORMATS`), from hosts in node order with the ranks each
 - ``hostfile``: ``host slots=N``, one line per host (Open MPI's and DeepSpeed's hostfile;
   ``topology.read_hostfile`` and ``--hostfile`` read it back);
 - ``slurm``: one line per task, each host repeated for its ranks, as ``SLURM_HOSTFILE`` with
-  ``srun --distribution=arbitrary`` needs (task ``i`` runs on line ``i``'s host).
+  ``srun --distribution=arbitrary`` needs (task ``i`` runs on line ``i``'s host);
+- ``order``: one host name per line, what ``--host-order`` of ``check``, ``show`` and ``place``
+  reads (``place``'s default).
 
 >>> print(hostfile_text([("node1", 2), ("node3", 1)], "hostfile"), end="")
 node1 slots=2
@@ -38,6 +40,7 @@ __all__ = [
 HOSTFILE_FORMATS: dict[str, Callable[[str, int], str]] = {
     "hostfile": lambda host, slots: f"{host} slots={slots}\n",
     "slurm": lambda host, slots: f"{host}\n" * slots,
+    "order": lambda host, slots: f"{host}\n",
 }
 """Each format's lines for one host running ``slots`` ranks (see the module docstring)."""
 
@@ -59,8 +62,19 @@ def hostfile_text(hosts: Iterable[tuple[str, int]], form: str) -> str:
     return "".join(line(host, slots) for host, slots in hosts)
 
 
-def add_hostfile_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """Add ``--write-hostfile FILE`` (``what`` says which hosts) and ``--format``."""
+_FORMAT_HELP = {
+    "hostfile": "'host slots=N' a line",
+    "slurm": "one line per task, for SLURM_HOSTFILE with srun --distribution=arbitrary",
+    "order": "one host name per line, what --host-order reads",
+}
+"""Each format in ``--format``'s help."""
+
+
+def add_hostfile_arguments(
+    parser: argparse.ArgumentParser, what: str, default: str = "hostfile"
+) -> None:
+    """Add ``--write-hostfile FILE`` (``what`` says which hosts) and ``--format`` (``default``
+    when not given)."""
     parser.add_argument(
         "--write-hostfile",
         dest="write_hostfile",
@@ -68,14 +82,17 @@ def add_hostfile_arguments(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="FILE",
         help=f"also write {what} to FILE, in node order (node rank = line)",
     )
+    forms = "; ".join(
+        f"{name} ({text}{', the default' if name == default else ''})"
+        for name, text in _FORMAT_HELP.items()
+    )
     parser.add_argument(
         "--format",
         dest="hostfile_format",
         choices=tuple(HOSTFILE_FORMATS),
         action=Once,
-        default="hostfile",
-        help="--write-hostfile's format: hostfile ('host slots=N' a line, the default) or slurm "
-        "(one line per task, for SLURM_HOSTFILE with srun --distribution=arbitrary)",
+        default=default,
+        help=f"--write-hostfile's format: {forms}",
     )
 
 

@@ -31,6 +31,7 @@ from .common import (
     use_color,
     write_json,
 )
+from .hostfiles import hostfile_text
 from .modules_file import read_modules
 from .output import check_output, write_output
 from .show import host_list
@@ -118,7 +119,9 @@ def run_place(args: argparse.Namespace) -> int:
         modules, placement_allocation(args, alloc, modules.world_size), order=baseline
     )
     if args.write_hostfile is not None:
-        write_output(args.write_hostfile, "--write-hostfile", found.hostfile())
+        rows = zip(found.hosts, found.slots(), strict=False)
+        text = hostfile_text(rows, args.hostfile_format)
+        write_output(args.write_hostfile, "--write-hostfile", text)
     if args.json:
         write_json("place-modules", {"host_list": host_list(found.hosts), **found.to_dict()})
     else:

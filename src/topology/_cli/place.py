@@ -3,8 +3,9 @@
 Runs :func:`topology.place` on the layout and the allocation the flags give, and prints the
 chosen host order (node rank = position), the groups of each kind that cross each tier before
 (the launcher's order, or ``--host-order``) and after, the method that won and the unused hosts.
-``--write-hostfile OUT`` writes the order one host per line, for a hostfile or
-``--host-order`` of ``check`` and ``show``.
+``--write-hostfile FILE`` writes the chosen hosts in node order: one name per line
+(``--format order``, the default: ``--host-order`` of ``check``, ``show`` and ``place`` reads
+it), ``host slots=N`` lines (``hostfile``) or one line per task (``slurm``).
 
 >>> from topology import Allocation, Host, Tier, Topology, place
 >>> racks = {"n1": "r1", "n2": "r2", "n3": "r1", "n4": "r2"}
@@ -41,12 +42,12 @@ from .allocation_args import (
 )
 from .common import (
     CliError,
-    Once,
     add_layout_arguments,
     add_output_arguments,
     topology_from_args,
     write_json,
 )
+from .hostfiles import add_hostfile_arguments, hostfile_text
 from .modules import add_modules_argument, run_place
 from .output import check_output, write_output
 from .show import host_list
@@ -78,14 +79,7 @@ def register(subparsers: Any) -> None:
     add_allocation_arguments(parser)
     add_output_arguments(parser)
     add_preset_arguments(parser, model_default=None, optional=True)
-    parser.add_argument(
-        "--write-hostfile",
-        dest="write_hostfile",
-        action=Once,
-        metavar="OUT",
-        help="also write the chosen host order to OUT, one host per line (a hostfile; "
-        "--host-order of check and show)",
-    )
+    add_hostfile_arguments(parser, "the chosen hosts", default="order")
     parser.set_defaults(func=run)
 
 
@@ -254,7 +248,10 @@ def run(args: argparse.Namespace) -> int:
         step_time=step_time,
     )
     if args.write_hostfile is not None:
-        write_output(args.write_hostfile, "--write-hostfile", arrangement.hostfile())
+        rows = zip(arrangement.hosts, arrangement.slots(), strict=False)
+        write_output(
+            args.write_hostfile, "--write-hostfile", hostfile_text(rows, args.hostfile_format)
+        )
     if args.json:
         write_json("place", to_json(arrangement, order))
     else:

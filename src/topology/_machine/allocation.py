@@ -44,6 +44,7 @@ Location(rank=5, node=1, host='node9', local_gpu=1, domains=('rack1',))
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -62,6 +63,7 @@ __all__ = [
     "Location",
     "RankMap",
     "Tier",
+    "host_slots",
     "launcher_order",
 ]
 
@@ -156,3 +158,21 @@ class Allocation:
             TopologyError: ``world_size`` is not a positive int or exceeds the GPUs.
         """
         return RankMap.build(self.ordered(order).hosts, self.tiers, world_size)
+
+
+def host_slots(allocation: Allocation, hosts: Sequence[str], ranks: int) -> tuple[int, ...]:
+    """The ranks each of ``hosts`` (names of ``allocation``'s hosts, in node order) runs when
+    ``ranks`` ranks fill their GPUs in that order; hosts past the last used one are left out.
+
+    >>> alloc = Allocation([Host("a", 4), Host("b", 2), Host("c", 4)])
+    >>> host_slots(alloc, ["c", "a", "b"], 7)
+    (4, 3)
+    """
+    gpus = {h.name: h.gpus for h in allocation.hosts}
+    left, found = ranks, []
+    for name in hosts:
+        if left <= 0:
+            break
+        found.append(min(gpus[name], left))
+        left -= found[-1]
+    return tuple(found)

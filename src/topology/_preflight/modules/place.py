@@ -17,7 +17,7 @@ import attrs
 
 from ..._args import show
 from ..._errors import TopologyError
-from ..._machine.allocation import Allocation
+from ..._machine.allocation import Allocation, host_slots
 from ..._megatron.topology import Topology
 from ..._modules.modules import Modules
 from ..crossings import Crossings, crossings
@@ -50,6 +50,10 @@ class ModulesArrangement:
     def hostfile(self) -> str:
         """:attr:`hosts`, one per line."""
         return "".join(f"{name}\n" for name in self.hosts)
+
+    def slots(self) -> tuple[int, ...]:
+        """The ranks each host of :attr:`hosts` runs (its GPUs, filled in order)."""
+        return host_slots(self.allocation, self.hosts, self.modules.world_size)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: the hosts, baseline, and per module its crossings before and after."""

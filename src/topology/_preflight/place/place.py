@@ -48,7 +48,7 @@ import attrs
 from ..._args import show
 from ..._errors import TopologyError
 from ..._fields import instance, text, tuple_of
-from ..._machine.allocation import LAUNCHER_ORDERS, Allocation
+from ..._machine.allocation import LAUNCHER_ORDERS, Allocation, host_slots
 from ..._machine.rankmap import RankMap
 from ..._megatron.topology import Topology
 from ..crossings import (
@@ -161,10 +161,21 @@ class Arrangement:
         return self.allocation.with_order(self.hosts).rank_map(self.topology.world_size)
 
     def hostfile(self) -> str:
-        """:attr:`hosts`, one per line: a hostfile, or ``SLURM_HOSTFILE`` for
-        ``srun --distribution=arbitrary`` (which wants one line per task: repeat each host
-        ``G`` times there)."""
+        """:attr:`hosts`, one per line (what ``--host-order`` reads); with :meth:`slots`, the
+        CLI's ``--format hostfile`` and ``slurm`` write ``host slots=N`` lines and one line per
+        task."""
         return "".join(f"{name}\n" for name in self.hosts)
+
+    def slots(self) -> tuple[int, ...]:
+        """The ranks each host of :attr:`hosts` runs: its GPUs, filled in order (the last host
+        used may run fewer).
+
+        >>> from topology import Allocation, Host, Topology, place
+        >>> alloc = Allocation([Host("a", 4), Host("b", 4), Host("c", 4), Host("d", 4)])
+        >>> place(Topology(10, tp=2), alloc).slots()
+        (4, 4, 2)
+        """
+        return host_slots(self.allocation, self.hosts, self.topology.world_size)
 
     def certificate(self) -> list[dict[str, Any]]:
         """Per entry of ``after.key()`` (kind class, then tier innermost first): the class, the
