@@ -47,7 +47,7 @@ def _check(g: Growth) -> None:
     """Every law of one growth."""
     old, new = g.old, g.new
     survivors = [g.rank_of(r) for r in _ranks(old)]
-    assert len(set(survivors)) == len(survivors)
+    assert len(set(survivors)) == len(survivors) and set(survivors) <= set(_ranks(new))
     assert sorted(set(_ranks(new)) - set(survivors)) == list(g.joining)
     was = {g.rank_of(r): r for r in _ranks(old)}
     holders: dict[tuple[str, object], list[int]] = {}
@@ -126,20 +126,104 @@ def test_drop_then_grow_back_reuses_the_surviving_replicas() -> None:
     assert all(g.pulls_of(g.rank_of(r)) == () for r in range(12))  # survivors move nothing
 
 
+def _refused(match: str, *args: object, **kwargs: object) -> None:
+    """``grow(*args, **kwargs)`` raises a TopologyError whose whole message is ``match``."""
+    with pytest.raises(TopologyError) as error:
+        grow(*args, **kwargs)  # type: ignore[arg-type]
+    assert str(error.value) == match
+
+
 def test_grow_refuses_other_model_parallelism_and_fewer_ranks() -> None:
     """A target that shards the model otherwise, or is smaller, is an error that says why."""
-    with pytest.raises(TopologyError, match=r"tp 2 vs 4.*topology\.transfer"):
-        grow(Topology(4, tp=2), Topology(8, tp=4))
-    with pytest.raises(TopologyError, match="fewer than the layout's 8; use reshape"):
-        grow(Topology(8, tp=2), Topology(4, tp=2))
-    with pytest.raises(TopologyError, match=r"contradicts target\.world_size"):
-        grow(Topology(4, tp=2), Topology(8, tp=2), world_size=12)
-    with pytest.raises(TopologyError, match="give the layout to grow to"):
-        grow(Topology(4, tp=2))
-    with pytest.raises(TopologyError, match="layout must be a Topology"):
-        grow("tp=2", Topology(8, tp=2))  # type: ignore[arg-type]
-    with pytest.raises(TopologyError, match="rank 9 is not in the layout's ranks 0 to 3"):
-        grow(Topology(4, tp=2), Topology(8, tp=2)).rank_of(9)
+    plan = "plan a full re-layout with topology.transfer instead"
+    _refused(
+        "the target must keep the layout's model parallelism to grow back (tp 2 vs 4, "
+        f"pp 1 vs 2); {plan}",
+        Topology(4, tp=2),
+        Topology(16, tp=4, pp=2),
+    )
+    _refused(
+        f"the target must keep the layout's model parallelism to grow back (the axis order); "
+        f"{plan}",
+        Topology(4, tp=2),
+        Topology(8, tp=2, order="tp-cp-ep-pp-dp"),
+    )
+    _refused(
+        "the target has 4 ranks, fewer than the layout's 8; use reshape to shrink",
+        Topology(8, tp=2),
+        Topology(4, tp=2),
+    )
+    _refused(
+        "world_size(12) contradicts target.world_size(8); give one of them",
+        Topology(4, tp=2),
+        Topology(8, tp=2),
+        world_size=12,
+    )
+    _refused("give the layout to grow to (target) or the ranks now (world_size)", Topology(4, tp=2))
+    _refused("layout must be a Topology, got 'tp=2'", "tp=2", Topology(8, tp=2))
+    _refused("target must be a Topology, got 'x'", Topology(4, tp=2), "x")
+    _refused(
+        "world_size(2) is less than the layout's 4 ranks; grow goes up, reshape shrinks",
+        Topology(4, tp=2),
+        world_size=2,
+    )
+    _refused("world_size must be a positive int, got 0 (int)", Topology(4, tp=2), world_size=0)
+    _refused(
+        "world_size must be at most 1099511627776 (2**40), the most ranks a layout holds, got "
+        "1099511627777",
+        Topology(4, tp=2),
+        world_size=2**40 + 1,
+    )
+    _refused(
+        "accumulation must be a positive int, got 0 (int)",
+        Topology(4, tp=2),
+        Topology(8, tp=2),
+        accumulation=0,
+    )
+    g = grow(Topology(4, tp=2), Topology(8, tp=2))
+    for outside in (-1, 4, 9):
+        with pytest.raises(TopologyError, match=rf"^rank {outside} is not in the layout's ranks"):
+            g.rank_of(outside)
+
+
+def test_accumulation_is_exact_past_a_float() -> None:
+    """2**60 steps at dp 2 are 2**59 at dp 4 (no float, no bound on the steps)."""
+    g = grow(Topology(4, tp=2), Topology(8, tp=2), accumulation=2**60)
+    assert (g.accumulation, g.batch_kept) == (2**59, True)
+
+
+def test_world_size_alone_picks_the_largest_layout() -> None:
+    """tp 2 with ep 4 (etp 1) now on 8 ranks, 14 processes: dp 7 would need 14 ranks, but ep 4
+    does not divide 14 (edp), so the largest layout is 12 ranks (dp 6)."""
+    g = grow(Topology(8, tp=2, ep=4, etp=1), world_size=14)
+    assert (g.new.world_size, g.new.dp, len(g.joining)) == (12, 6, 4)
+    assert grow(Topology(8, tp=2), world_size=8).new == Topology(8, tp=2)
+
+
+def test_joining_ranks_take_the_holders_in_turn() -> None:
+    """tp 2 from dp 3 to dp 6: tp rank 0 is held by old ranks 0, 2, 4 and lacked by new ranks
+    6, 8, 10; the i-th of them takes piece p from holder (i + p) mod 3, so the holders start
+    the pieces in turn."""
+    g = grow(Topology(6, tp=2), Topology(12, tp=2))
+    dense = {rank: [p.source for p in g.pulls_of(rank) if p.part == "dense"] for rank in (6, 8, 10)}
+    assert dense == {6: [0, 2, 4], 8: [2, 4, 0], 10: [4, 0, 2]}
+    assert g.mapping == (0, 1, 2, 3, 4, 5)
+
+
+def test_a_dense_only_layout_pulls_only_dense_parts() -> None:
+    """ezpz's tp-cp-pp-dp with cp 2 and pp 2 has no expert grid: only dense parts move."""
+    small = Topology(16, tp=2, cp=2, pp=2, order="tp-cp-pp-dp")
+    assert small.expert is None
+    g = grow(small, Topology(32, tp=2, cp=2, pp=2, order="tp-cp-pp-dp"))
+    assert {p.part for p in g.pulls} == {"dense"}
+    _check(g)
+
+
+def test_survivors_keep_their_replica_number_across_a_stride_change() -> None:
+    """tp 2, pp 2 from dp 3 (rank = tp + 2 dp + 6 pp) to dp 4 (rank = tp + 2 dp + 8 pp): old
+    rank 6 (tp 0, dp 0, pp 1) is new rank 8, old 11 (tp 1, dp 2, pp 1) new 13."""
+    g = grow(Topology(12, tp=2, pp=2), Topology(16, tp=2, pp=2))
+    assert g.mapping == (0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13)
 
 
 def test_expert_survivors_keep_their_shards_where_dense_coordinates_would_move_them() -> None:

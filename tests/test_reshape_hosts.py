@@ -275,3 +275,62 @@ def test_without_an_allocation_hosts_are_named_by_number() -> None:
         reshape(topo, lost_hosts=["node1"], gpus_per_node=4)
     with pytest.raises(TopologyError, match=r"give gpus_per_node \(the GPUs of every host\)"):
         reshape(topo, lost_hosts=[1])
+
+
+def _message(**kwargs: object) -> str:
+    """The TopologyError ``reshape(**kwargs)`` raises."""
+    with pytest.raises(TopologyError) as error:
+        reshape(**kwargs)  # type: ignore[arg-type]
+    return str(error.value)
+
+
+@pytest.mark.parametrize("count", [20, 21])
+def test_the_host_list_in_a_message_is_cut_at_60_characters(count: int) -> None:
+    """Two-letter names share no number, so the host list is them joined by commas: 20 make 59
+    characters, shown whole; 21 make 62, shown as their first 59 and an ellipsis."""
+    names = [a + b for a in "abcdefghij" for b in "xyz"][:count]
+    alloc = Allocation([Host(name, 2) for name in names])
+    text = _message(layout=Topology(2 * count), lost_hosts=["zz"], allocation=alloc)
+    listed = ",".join(names)
+    shown = listed if count == 20 else listed[:59] + "…"
+    assert text == f"lost host 'zz' is not in the allocation; its hosts: {shown}"
+
+
+def test_an_unknown_name_without_an_allocation_says_how_hosts_are_named() -> None:
+    """The whole message: the hosts are host0 to host3 for 16 ranks on 4-GPU hosts."""
+    text = _message(layout=Topology(16, tp=2, pp=2), lost_hosts=["node1"], gpus_per_node=4)
+    assert text == (
+        "lost host 'node1' is no host: without an allocation hosts are named host0 to host3 "
+        "(host<number>); give a host number, or the allocation that names the hosts"
+    )
+
+
+def test_one_gpu_hosts_are_one_rank_each() -> None:
+    """tp 2 x dp 2 on 1-GPU hosts, rank 3 lost: the replica {2, 3} is dropped, so host2 (rank
+    2, alive) is idle and host3 lost; hosts 0 and 1 run the new ranks 0 and 1."""
+    launch = reshape(Topology(4, tp=2), lost_ranks=[3], gpus_per_node=1).relaunch
+    assert (launch.hosts, launch.slots, launch.idle, launch.lost) == (
+        ("host0", "host1"),
+        (1, 1),
+        ("host2",),
+        ("host3",),
+    )
+
+
+def test_an_allocation_host_neither_used_nor_a_given_spare_is_idle() -> None:
+    """Six 4-GPU hosts, the layout on node1..node4, node6 given as the only spare: node6 takes
+    lost node2's place and node5, alive and unused, is idle."""
+    alloc = Allocation([Host(f"node{i}", 4) for i in range(1, 7)])
+    r = reshape(Topology(16, tp=4), lost_hosts=["node2"], spares=["node6"], allocation=alloc)
+    assert (r.policy, r.relaunch.hosts, r.relaunch.idle) == (
+        "spares",
+        ("node1", "node6", "node3", "node4"),
+        ("node5",),
+    )
+
+
+def test_sources_name_hosts_of_an_offset_layout() -> None:
+    """Ranks 8 to 15 (tp 2) on 2-GPU hosts host0..host3, host1 (ranks 10, 11) lost, spare
+    host4: its new ranks 10 and 11 fetch tp ranks 0 and 1 from ranks 8 and 9 on host0."""
+    r = reshape(Topology(8, tp=2, rank_offset=8), lost_hosts=[1], spares=[4], gpus_per_node=2)
+    assert r.relaunch.sources == ((10, "host4", 8, "host0"), (11, "host4", 9, "host0"))

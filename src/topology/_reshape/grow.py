@@ -11,12 +11,12 @@ grid but the data-parallel one).
 
 Algorithm:
 
-1. **Survivors.** Each current rank takes the target rank with the same coordinates on every
-   dense axis (its data-parallel replica keeps its number), so whole replicas stay whole and
-   their communicators are reused. Where that would change some rank's expert shard, the
-   survivors instead take, in order, a free target rank holding their whole shard, else their
-   dense part, else any (the layouts of an expert grid at two sizes need not pair every dense
-   shard with the same experts); such a survivor pulls the part it lacks.
+1. **Survivors.** Each current rank, in rank order, takes the first free target rank holding
+   its whole shard: for the usual layouts the rank with the same coordinates on every dense
+   axis (its data-parallel replica keeps its number), so whole replicas stay whole and their
+   communicators are reused. Where none is left (the layouts of an expert grid at two sizes
+   need not pair every dense shard with the same experts), it takes one holding its dense
+   part, else any, and pulls the part it lacks.
 2. **Joining ranks.** The target ranks left over are the joining processes', in order.
 3. **Pulls.** A part that a target rank lacks is held by ``h`` current ranks (its
    data-parallel holders): it pulls ``h`` equal pieces, piece ``p`` from holder
@@ -110,17 +110,20 @@ def _target(layout: Topology, target: Topology | None, world_size: int | None) -
         return target
     if world_size is None:
         raise TopologyError("give the layout to grow to (target) or the ranks now (world_size)")
-    check_size("world_size", world_size, at_most=None)
+    check_size("world_size", world_size, why="the most ranks a layout holds")
+    if world_size < layout.world_size:
+        raise TopologyError(
+            f"world_size({world_size}) is less than the layout's {layout.world_size} ranks; "
+            "grow goes up, reshape shrinks"
+        )
     replica = layout.world_size // layout.dp
-    for count in range(world_size // replica, 0, -1):
+    for count in range(world_size // replica, layout.dp, -1):
         data = {**layout.to_dict(), "world_size": count * replica, "dp": None}
         try:
             return Topology.from_dict(data)
         except TopologyError:
             continue
-    raise TopologyError(  # pragma: no cover - the layout itself fits: world_size >= its own
-        f"no layout of {layout} fits {world_size} ranks"
-    )
+    return layout
 
 
 def _same_model(layout: Topology, target: Topology) -> None:
@@ -156,27 +159,20 @@ def _parts(layout: Topology) -> list[str]:
 
 
 def _survivors(layout: Topology, target: Topology) -> tuple[int, ...]:
-    """Every current rank's target rank (step 1): by dense coordinates when that keeps every
-    shard; else, in order, a free target rank with the same whole shard, else with the same
-    dense part, else the first free one (it then pulls what it lacks)."""
-    offset, new_offset = layout.rank_offset, target.rank_offset
-    grid, strides = layout.dense, dict(zip(target.dense.axes, target.dense.strides, strict=True))
-    mapping = tuple(
-        new_offset
-        + sum(c * strides[a] for a, c in grid.coord(offset + local).items() if a in strides)
-        for local in range(layout.world_size)
-    )
-    old_codes, new_codes = shard_codes(layout, target)
-    if all(old_codes[i] == new_codes[t - new_offset] for i, t in enumerate(mapping)):
-        return mapping
-    old_dense, new_dense = shard_codes(layout, target, **PARTS["dense"])
+    """Every current rank's target rank (step 1): in rank order, the first free target rank
+    holding its whole shard, else its dense part, else the first free one (it then pulls what it
+    lacks). Where the layouts pair their dense and expert coordinates alike, this is the rank
+    with the same coordinates on every dense axis: within one shard, ascending ranks are
+    ascending data-parallel replicas in both layouts."""
+    new_offset = target.rank_offset
     free = list(range(new_offset, new_offset + target.world_size))
     found: list[int | None] = [None] * layout.world_size
-    for codes, new in ((old_codes, new_codes), (old_dense, new_dense)):
+    for keywords in ({}, PARTS["dense"]):  # the whole shard, then its dense part
+        old_codes, new_codes = shard_codes(layout, target, **keywords)
         pools: dict[int, list[int]] = defaultdict(list)
         for rank in reversed(free):
-            pools[new[rank - new_offset]].append(rank)
-        for local, code in enumerate(codes):
+            pools[new_codes[rank - new_offset]].append(rank)
+        for local, code in enumerate(old_codes):
             if found[local] is None and pools[code]:
                 found[local] = pools[code].pop()
         taken = set(found)
