@@ -17,6 +17,7 @@ from topology import (
     Topology,
     TopologyError,
     check,
+    compress_hostlist,
     crossings,
     place,
 )
@@ -184,3 +185,26 @@ def test_check_counts_separate_and_independent_communicators() -> None:
     assert ("dp", "dp-cp") not in apart.shared
     with pytest.raises(TopologyError, match="separate must be a sequence of kinds"):
         check(topo, Cluster(8), separate="dp")
+
+
+@settings(max_examples=30, deadline=None)
+@given(topologies(max_world_size=32), st.sampled_from([1, 2, 3, 4, 6, 8]))
+def test_findings_name_the_hosts_of_their_example(topo: Topology, gpus: int) -> None:
+    """On an allocation every finding's example names the hosts its first 64 ranks run on,
+    first seen first, in the text (as a host list) and in the JSON (``example_hosts``)."""
+    world = topo.rank_offset + topo.world_size
+    alloc = Allocation([Host(f"n{i}", gpus) for i in range(-(-world // gpus))])
+    report = check(topo, alloc.rank_map(world))
+    text = report.render()
+    for finding, data in zip(report.findings, report.to_dict()["findings"], strict=True):
+        hosts = list(dict.fromkeys(f"n{r // gpus}" for r in finding.example[:64]))
+        assert data["example_hosts"] == hosts
+        if hosts and finding.severity != "info":
+            assert f"] on {compress_hostlist(hosts)}" in text
+
+
+def test_findings_name_no_hosts_without_an_allocation() -> None:
+    """A uniform cluster has no host names: the JSON holds no ``example_hosts``."""
+    report = check(Topology(16, tp=16), Cluster(gpus_per_node=8))
+    assert all("example_hosts" not in f for f in report.to_dict()["findings"])
+    assert "] on " not in report.render()

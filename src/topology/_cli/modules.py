@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from .._machine.cluster import Cluster
+from .._machine.hostlist import host_list
 from .._machine.rankmap import RankMap
 from .._modules.modules import Modules
 from .._preflight.modules.check import check_modules
@@ -34,7 +35,6 @@ from .common import (
 from .hostfiles import hostfile_text
 from .modules_file import read_modules
 from .output import check_output, write_output
-from .show import host_list
 from .text import terminal_width, wrap
 
 __all__ = ["FORMAT_HELP", "add_modules_argument", "run_check", "run_place"]

@@ -31,6 +31,7 @@ import sys
 from typing import Any
 
 from .._machine.allocation import Allocation
+from .._machine.hostlist import host_list
 from .._machine.rankmap import RankMap
 from .._machine.textfile import check_host_name
 from .._preflight.place.place import Arrangement, place
@@ -50,7 +51,6 @@ from .common import (
 from .hostfiles import add_hostfile_arguments, hostfile_text
 from .modules import add_modules_argument, run_place
 from .output import check_output, write_output
-from .show import host_list
 from .simulate import add_preset_arguments
 from .text import table, terminal_width, wrap
 

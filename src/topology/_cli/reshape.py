@@ -22,7 +22,7 @@ from typing import Any
 
 from .._errors import TopologyError
 from .._machine.allocation import Allocation
-from .._machine.hostlist import compress_hostlist, expand_hostlist
+from .._machine.hostlist import expand_hostlist, host_list
 from .._reshape.reshape import POLICIES, Relaunch, Reshape, reshape
 from .allocation_args import (
     add_allocation_arguments,
@@ -263,11 +263,6 @@ def _document(r: Reshape, launch: Relaunch, path: str | None, form: str) -> dict
     }
 
 
-def _host_list(names: tuple[str, ...]) -> str:
-    """Host names as a Slurm host list (every ``Host`` name is a host-list word)."""
-    return compress_hostlist(names) if names else "none"
-
-
 def _span(gpus: tuple[int, ...]) -> str:
     """Local GPUs as ranges: ``0-3,6-7``."""
     parts: list[str] = []
@@ -322,7 +317,7 @@ def _text(r: Reshape, launch: Relaunch, path: str | None, form: str, width: int)
     lines = wrap(f"policy {r.policy}: {r.old} -> {r.new}", width, hang="    ")
     lines += wrap(
         f"{len(r.lost)} ranks lost on {len(lost)} host{'s' * (len(lost) != 1)} "
-        f"({_host_list(lost)}); {r.active} survivors active, {r.kept} keep their shard",
+        f"({host_list(lost) or 'none'}); {r.active} survivors active, {r.kept} keep their shard",
         width,
         hang="    ",
     )
@@ -341,7 +336,7 @@ def _text(r: Reshape, launch: Relaunch, path: str | None, form: str, width: int)
         lines.append(f"  … {len(launch.sources) - _SOURCES} more (all of them: --json)")
     lines += ["", *_hostfile_lines(launch, path, form, width)]
     idle = launch.idle
-    lines += wrap(f"idle hosts ({len(idle)}): {_host_list(idle)}", width, hang="    ")
+    lines += wrap(f"idle hosts ({len(idle)}): {host_list(idle) or 'none'}", width, hang="    ")
     commands = _commands(r, launch, path, form)
     lines += ["", "launch on the new hostfile (node rank = its line, from 0):"]
     each = "$NODE_RANK its line" + ("" if launch.nproc_per_node else ", $SLOTS its slots")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._errors import TopologyError
 from .._machine.cluster import Cluster
-from .._machine.hostlist import compress_hostlist
+from .._machine.hostlist import host_list
 from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
 from .._preflight.crossings import NODE_TIER, Crossings, crossings
@@ -169,18 +168,6 @@ def picture_cluster(rank_map: RankMap) -> tuple[Cluster | None, str | None]:
 def allocation_json(rank_map: RankMap, found: Crossings, order: str) -> dict[str, Any]:
     """``show --json``'s ``allocation``: the host order used, the rank map and the crossings."""
     return {"order": order, "rank_map": rank_map.to_dict(), "crossings": found.to_dict()}
-
-
-def host_list(names: list[str] | tuple[str, ...]) -> str:
-    """Host names as a Slurm host list, or comma-separated when a name cannot be written so.
-
-    >>> host_list(["node1", "node2", "node3", "node10"])
-    'node[1-3,10]'
-    """
-    try:
-        return compress_hostlist(names)
-    except TopologyError:
-        return ",".join(names)
 
 
 def rank_ranges(spans: list[tuple[int, int]]) -> str:

@@ -25,7 +25,7 @@ Host orders: :func:`natural_key` (``node7 < node66``), :func:`slurm_key` (Slurm'
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 
 from .._args import show
 from .._errors import TopologyError
@@ -36,6 +36,7 @@ __all__ = [
     "HostCount",
     "compress_hostlist",
     "expand_hostlist",
+    "host_list",
     "natural_key",
     "slurm_key",
 ]
@@ -285,3 +286,16 @@ def slurm_key(host: str) -> tuple[object, ...]:
     if not number:
         return (natural_key(prefix), 0, (0, ""), 0, host)
     return (natural_key(prefix), 1, _number(number), len(number), host)
+
+
+def host_list(names: Sequence[str]) -> str:
+    """Host names for a person to read: a Slurm host list, or joined by commas where a name
+    cannot be written in one.
+
+    >>> host_list(["node1", "node2", "node3", "node10"]), host_list(["a b", "c"])
+    ('node[1-3,10]', 'a b,c')
+    """
+    try:
+        return compress_hostlist(names)
+    except TopologyError:
+        return ",".join(names)

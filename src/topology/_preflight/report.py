@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from .._fields import instance, tuple_of
 from .._machine.cluster import Cluster
+from .._machine.hostlist import host_list
 from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
 from .communicators import Communicators
@@ -100,11 +102,35 @@ class Report:
                 "nodes": cluster.nodes,
                 "nvlink_domain": cluster.nvlink_domain,
             },
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [self._finding_dict(f) for f in self.findings],
             "placement": [p.to_dict() for p in self.placements],
             "communicators": self.communicators.to_dict(),
             **self._allocation_dict(),
         }
+
+    def example_hosts(self, finding: Finding) -> tuple[str, ...]:
+        """The hosts the first 64 ranks of ``finding``'s example run on (first seen first), on
+        an allocation; ``()`` without one.
+
+        >>> from topology import Allocation, Host, Topology, check
+        >>> alloc = Allocation([Host(f"node{i}", 6) for i in (1, 2, 3)])
+        >>> report = check(Topology(16, tp=8), alloc.rank_map(16))
+        >>> [(f.code, report.example_hosts(f)) for f in report.findings if f.example]
+        [('tp-larger-than-node', ('node1', 'node2')), ('partial-node', ('node3',))]
+        """
+        if self.rank_map is None:
+            return ()
+        hosts = self.rank_map.hosts
+        return tuple(
+            dict.fromkeys(hosts[self.rank_map.node_of(r)].name for r in finding.example[:64])
+        )
+
+    def _finding_dict(self, finding: Finding) -> dict[str, Any]:
+        """A finding's JSON, with ``example_hosts`` on an allocation."""
+        data = finding.to_dict()
+        if self.rank_map is not None:
+            data["example_hosts"] = list(self.example_hosts(finding))
+        return data
 
     def _allocation_dict(self) -> dict[str, Any]:
         """``allocation`` (hosts in launcher order, tiers) and ``crossings`` on a real map."""
@@ -148,7 +174,7 @@ class Report:
         """
         lines = [*wrapped(self._header(), width, ""), ""]
         for finding in self.findings:
-            lines += finding_lines(finding, color, width)
+            lines += finding_lines(finding, color, width, self.example_hosts(finding))
         lines += ["", *self._table(), *self._crossing_table(width), "", self._verdict()]
         return "\n".join(lines) + "\n"
 
@@ -211,8 +237,11 @@ def wrapped(text: str, width: int | None, hang: str) -> list[str]:
     )
 
 
-def finding_lines(finding: Finding, color: bool, width: int | None = None) -> list[str]:
-    """A finding's line(s), then its example group unless it is empty or the finding is info."""
+def finding_lines(
+    finding: Finding, color: bool, width: int | None = None, hosts: Sequence[str] = ()
+) -> list[str]:
+    """A finding's line(s), then its example group unless it is empty or the finding is info,
+    with the ``hosts`` its ranks run on when given (a host list)."""
     mark = _MARK[finding.severity]
     lines = wrapped(f"{mark} {finding.code}: {finding.message}", width, " " * (len(mark) + 1))
     if color:
@@ -222,5 +251,6 @@ def finding_lines(finding: Finding, color: bool, width: int | None = None) -> li
     if example and finding.severity != "info":
         shown = ", ".join(map(str, example[:_EXAMPLE_RANKS]))
         more = ", …" if len(example) > _EXAMPLE_RANKS else ""
-        lines.append(f"      e.g. group [{shown}{more}]")
+        where = f" on {host_list(hosts)}" if hosts else ""
+        lines += wrapped(f"      e.g. group [{shown}{more}]{where}", width, " " * 10)
     return lines
