@@ -18,6 +18,10 @@ step. Times are rank 0's wall clock (one host):
   failure's total / restart.
   Ranks start as a relaunch starts them, fresh interpreters (``spawn``), not forked from the
   test suite's preloaded server (``--start forkserver``, which hides the imports a restart pays).
+- grow back (``tests/torch/grow_run.py``, 8 ranks, tp 2, pp 2: a kill, dp 2 -> 1, then four
+  new processes join): grow called -> the grown steps done (``recovery.grow``: a new default
+  group, the layout's groups, the weights pulled, and the grown layout's first steps), and
+  kill -> grow called for scale.
 
 Medians over ``--repeat`` runs. Prints a table and writes ``benchmarks/results/
 bench_recovery.json``.
@@ -40,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests/
 import torch.multiprocessing as mp
 from _timing import write_result
-from tests.torch import recovery_run
+from tests.torch import grow_run, recovery_run
 from tests.torch import world as test_world
 from tests.torch.world import run_world
 
@@ -73,6 +77,16 @@ def once(timeout: float, deadline: float) -> dict[str, float]:
     return {name: times[end] - times[start] for name, start, end in COLUMNS}
 
 
+def grow_once() -> dict[str, float]:
+    """One run of the grow-back scenario: its phases' seconds."""
+    times = grow_run.run()
+    steps = grow_run.STEPS - grow_run.GROW_STEP
+    return {
+        "kill -> grow called": times["grow"] - times["killed"],
+        f"grow -> {steps} grown steps done": times["grown steps done"] - times["grow"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one run")
@@ -95,6 +109,11 @@ def main() -> None:
     for name, _, _ in COLUMNS:
         print(f"  {name:<22} {medians[name]:7.2f} s")
     print(f"  recovery / restart     {ratio:7.2f}x")
+    grown = [grow_once() for _ in range(1 if args.quick else args.repeat)]
+    grow_medians = {name: statistics.median(r[name] for r in grown) for name in grown[0]}
+    print("8 gloo ranks (tp 2, pp 2), rank 3 killed, dp 2 -> 1, 4 processes join, dp 1 -> 2:")
+    for name, value in grow_medians.items():
+        print(f"  {name:<28} {value:7.2f} s")
     write_result(
         args.out,
         {
@@ -107,6 +126,8 @@ def main() -> None:
             "runs": runs,
             "median_s": medians,
             "recovery_over_restart": ratio,
+            "grow_runs": grown,
+            "grow_median_s": grow_medians,
         },
     )
 

@@ -40,10 +40,22 @@ __all__ = [
 ]
 
 _generation = 0  # how many times this process ran ProcessGroups.create (keys the store)
+_generation_world: object = None  # the default group those calls were made in
 _verifications = 0  # how many times this process ran ProcessGroups.verify
 SINGLE = object()  # a singleton group, made on first use without any collective
 _CREATE = "ProcessGroups.create"
 _DONE = "the end of ProcessGroups.create (every rank made its groups)"
+
+
+def _next_generation() -> int:
+    """This call's number among the ``create`` calls in the current default group (0 first):
+    a new default group (a job that grew back, say) starts again, as every member's does."""
+    global _generation, _generation_world
+    world = dist.group.WORLD
+    if world is not _generation_world:
+        _generation, _generation_world = 0, world
+    _generation += 1
+    return _generation - 1
 
 
 def require_initialized(what: str) -> None:
@@ -117,10 +129,8 @@ def refuse(problem: TopologyError) -> NoReturn:
     waits for it. In a world of one rank (or under ``fake``) ``problem``'s message is raised as is.
     SPMD contract: call where the other ranks call ``ProcessGroups.create``.
     """
-    global _generation
     require_initialized(_CREATE)
-    generation = _generation
-    _generation += 1
+    generation = _next_generation()
     try:
         deadline = arrival_deadline(None)
     except TopologyError:
@@ -297,10 +307,8 @@ class ProcessGroups:
             TopologyError: a bad argument on any rank, a strategy this default group cannot run,
                 ranks that called ``create`` differently, or ranks that never arrived.
         """
-        global _generation
         require_initialized("ProcessGroups.create")
-        generation = _generation
-        _generation += 1  # on every rank, whatever happens next: the next call meets again
+        generation = _next_generation()  # on every rank, whatever happens next
         problem: TopologyError | None = None
         agreed = agree is not False  # an invalid ``agree`` is reported through the agreement
         if not isinstance(agree, bool):

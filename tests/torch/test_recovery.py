@@ -220,3 +220,23 @@ def test_agree_lost_refuses_a_bad_store_and_meets_without_a_default_group() -> N
                 recovery.agree_lost(generation=1, deadline=SHORT, store=store)
             with pytest.raises(TopologyError, match=r"not initialized and no store was given"):
                 recovery.agree_lost(groups, generation=1, deadline=SHORT)
+
+
+def test_the_job_grows_back_to_its_layout_without_restarting_the_survivors() -> None:
+    """Kill -> shrink (dp 2 -> 1) -> four new processes join -> the original layout: the new
+    ones pull their weights from the survivors, the grown job's losses and weights equal a fresh
+    run of the original layout from the weights at the growth (bitwise, inside the run), and
+    its losses an uninterrupted run's (to float rounding: the dp-1 steps summed in another
+    order)."""
+    from tests.torch import grow_run
+
+    result = grow_run.run()
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "losses.json")
+        run_world(grow_run.LAYOUT.world_size, grow_run.uninterrupted, out)
+        with open(out) as file:
+            straight = json.load(file)
+    grown = result["grown"]
+    assert len(grown) == grow_run.STEPS - grow_run.GROW_STEP
+    assert grown == pytest.approx(straight[grow_run.GROW_STEP :], rel=1e-5, abs=1e-7)
+    assert result["killed"] < result["grow"] < result["grown steps done"]

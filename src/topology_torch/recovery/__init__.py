@@ -17,9 +17,15 @@ by torch rank). ``apply`` returns None on a rank the new layout leaves idle: it 
 communicator the reshape reuses and makes the others among survivors only. Create the first
 groups with ``ProcessGroups.create(..., timeout=...)`` so that a collective with a dead peer
 fails within that timeout instead of torch's 30 minutes.
+
+When hosts return, ``grow`` takes the job back to the original layout (``topology.grow``'s
+plan) without restarting the survivors: every member makes a new default group on the job's
+store, the survivors keep their weights, and each new process pulls its shard from every
+data-parallel holder at once.
 """
 
 from ._apply import apply
+from ._grow import grow
 from ._lost import agree_lost
 
-__all__ = ["agree_lost", "apply"]
+__all__ = ["agree_lost", "apply", "grow"]
