@@ -76,6 +76,20 @@ def test_a_huge_uniform_map_walks_no_rank() -> None:
     assert found.count("tp", "node") == 0 and found.count("dp", "node") == 8
 
 
+def test_interleaved_racks_of_a_huge_uniform_map_walk_no_rank() -> None:
+    """2**26 ranks (tp 8, pp 8) on 1,024 hosts of 65,536 GPUs, host i in rack i % 2 (no rack
+    is a run of hosts): counted from the kinds' shapes, no rank list. A pp group's stages are
+    128 hosts apart (stride tp * dp = 2**23 ranks), so all in one rack: every pp group crosses
+    hosts, none a rack; each of the 64 dp groups spans 128 consecutive hosts, so both racks."""
+    hosts = [Host(f"n{i}", 1 << 16, (f"r{i % 2}",)) for i in range(1024)]
+    alloc = Allocation(hosts, [Tier("rack", nvlink=True)])
+    with mock.patch.object(crossings_module, "host_sets", side_effect=AssertionError):
+        found = crossings(Topology(1 << 26, tp=8, pp=8), alloc.rank_map(1 << 26))
+    assert (found.count("pp", "node"), found.count("pp", "rack")) == (1 << 23, 0)
+    assert (found.count("dp", "node"), found.count("dp", "rack")) == (64, 64)
+    assert found.count("tp", "rack") == 0
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 4)), max_size=3), st.integers(-2, 80))
 def test_bases_up_to_counts_the_points(steps: Sequence[tuple[int, int]], limit: int) -> None:

@@ -232,7 +232,9 @@ def crossings(topology: Topology, rank_map: RankMap) -> Crossings:
         found = _count_by_intervals(topology, [r for r in runs if r is not None], names)
         if found is not None:
             return found
-    return count_crossings(topology, rank_map.nodes, host_labels, names)
+    sizes = {host.gpus for host in rank_map.hosts}
+    uniform = sizes.pop() if len(sizes) == 1 else None  # hosts of G ranks: no rank list
+    return count_crossings(topology, uniform or rank_map.nodes, host_labels, names)
 
 
 def _host_spans(rank_map: RankMap) -> list[tuple[int, int]]:
@@ -369,15 +371,22 @@ def crossing_row(sets: HostSets, tier_labels: Sequence[Sequence[int]]) -> tuple[
 
 def count_crossings(
     topology: Topology,
-    nodes: Sequence[int],
+    nodes: Sequence[int] | int,
     tier_labels: Sequence[Sequence[int]],
     tier_names: tuple[str, ...],
 ) -> Crossings:
-    """:func:`crossings` on raw labels: ``nodes[r]`` per rank, ``tier_labels[t][node]`` per host."""
+    """:func:`crossings` on raw labels: ``nodes[r]`` per rank (or, an int ``G``, hosts of ``G``
+    consecutive ranks each: :func:`slot_sets`, by the kinds' shapes, never a rank list),
+    ``tier_labels[t][node]`` per host."""
     kinds = tuple(k for k in PLACED_KINDS if k in topology.kinds)
     first = distinct_kinds(topology, kinds)
     measured = {
-        kind: crossing_row(host_sets(topology, kind, nodes), tier_labels)
+        kind: crossing_row(
+            slot_sets(topology, kind, nodes)
+            if isinstance(nodes, int)
+            else host_sets(topology, kind, nodes),
+            tier_labels,
+        )
         for kind in kinds
         if first[kind] == kind
     }
