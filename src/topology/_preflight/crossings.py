@@ -19,7 +19,7 @@ labelled per tier through its hosts' domains. Time is linear in the ranks of the
 (2, 2, 2)
 >>> crossings(Topology(16, tp=8), alloc.rank_map(16, order="natural")).count("tp", "rack")
 2
->>> crossings(Topology(16, tp=8), alloc.with_order("acbd").rank_map(16)).count("tp", "rack")
+>>> crossings(Topology(16, tp=8), alloc.with_order(list("acbd")).rank_map(16)).count("tp", 1)
 0
 """
 
