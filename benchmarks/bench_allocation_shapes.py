@@ -65,8 +65,9 @@ def _toml(
     return "\n".join(lines) + "\n"
 
 
-def _shapes(folder: Path) -> dict[str, tuple[str, ...]]:
-    """Per shape, the CLI arguments that give its allocation (files written to ``folder``)."""
+def _shapes(folder: Path, world: int = WORLD) -> dict[str, tuple[str, ...]]:
+    """Per shape, the CLI arguments that give its allocation (files written to ``folder``) for
+    ``world`` ranks (a power of two, at least 2**16)."""
 
     def write(name: str, text: str) -> str:
         path = folder / name
@@ -74,13 +75,14 @@ def _shapes(folder: Path) -> dict[str, tuple[str, ...]]:
         return str(path)
 
     rack = [("rack", True)]
-    big, many = 1 << 16, 1 << 13  # GPUs per host: 1,024 or 8,192 hosts
+    hosts = 1 << 13
+    big, many = world >> 10, world >> 13  # GPUs per host: 1,024 or 8,192 hosts
     chain = [f"SwitchName=l{i} Nodes=n[{32 * i}-{32 * i + 31}]" for i in range(32)]
     chain += ["SwitchName=c0 Switches=l[0-31]"]
     chain += [f"SwitchName=c{i} Switches=c{i - 1}" for i in range(1, 400)]
     ragged: list[tuple[str, list[str | None]]] = []
     number = 0
-    while len(ragged) < many:
+    while len(ragged) < hosts:
         for _ in range(18 if number % 2 == 0 else 17):
             ragged.append((f"n{len(ragged)}", [f"r{number}"]))
         number += 1
@@ -98,7 +100,7 @@ def _shapes(folder: Path) -> dict[str, tuple[str, ...]]:
             "--allocation",
             write(
                 "scattered.toml",
-                _toml(rack, [(f"n{i}", [f"r{i % 512}"]) for i in range(many)], many),
+                _toml(rack, [(f"n{i}", [f"r{i % 512}"]) for i in range(hosts)], many),
             ),
         ),
         "singleton racks": (
@@ -133,7 +135,7 @@ def _shapes(folder: Path) -> dict[str, tuple[str, ...]]:
         ),
         "ragged racks": (
             "--allocation",
-            write("ragged.toml", _toml(rack, ragged[:many], many)),
+            write("ragged.toml", _toml(rack, ragged[:hosts], many)),
         ),
         "unknown domains": (
             "--allocation",
@@ -199,17 +201,18 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--only", default="", help="run only the rows whose name holds this")
     parser.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1] / "src")
+    parser.add_argument("--world", type=int, default=WORLD, help="ranks (a power of two >= 2**16)")
     parser.add_argument("--out", type=Path, default=RESULTS / "allocation_shapes.json")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for shape, source in _shapes(Path(folder)).items():
+        for shape, source in _shapes(Path(folder), args.world).items():
             for layout, flags in LAYOUTS.items():
                 for command in ("check", "place"):
                     name = f"{command} {shape}, {layout}"
                     if args.only not in name:
                         continue
-                    argv = (command, *source, "--world-size", str(WORLD), *flags)
+                    argv = (command, *source, "--world-size", str(args.world), *flags)
                     row = {"case": name, **_measure(argv, Path(folder), args.src, args.timeout)}
                     rows.append(row)
                     cpu, rss = row["cpu_seconds"], row["max_rss_mb"]

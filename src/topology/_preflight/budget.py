@@ -144,7 +144,7 @@ def _domain_counts(
                 if windows is not None:
                     found = [topo.group_index(rank, kind) for rank in windows.points(first)]
             if found is None:
-                found = _walked(topo, kind, spans)
+                found = _walked(topo, kind, spans, listed)
             if listed:
                 named[domain].update((token, _identity(topo, kind, i)) for i in found)
             else:
@@ -152,15 +152,68 @@ def _domain_counts(
     return [n + len(groups) for n, groups in zip(totals, named, strict=True)]
 
 
-def _walked(topo: Topology, kind: str, spans: Sequence[Span]) -> list[int]:
-    """The indices of ``kind``'s groups with two or more ranks of ``spans``, rank by rank."""
-    members: Counter[int] = Counter(
-        topo.group_index(rank, kind)
-        for first, end in spans
-        for rank in range(first, end)
-        if topo.has_group(rank, kind)
+def _walked(topo: Topology, kind: str, spans: Sequence[Span], listed: bool) -> list[int]:
+    """The groups of ``kind`` with two or more ranks of ``spans``, rank by rank: their indices
+    when ``listed``, else one distinct number each (the group's first rank where the kind's
+    shape is a product of nested runs, read off each rank's digits with no group lookup)."""
+    shape = shape_of(topo, kind)
+    digits = _digits(shape) if shape is not None else None
+    if shape is None or digits is None:
+        members: Counter[int] = Counter(
+            topo.group_index(rank, kind)
+            for first, end in spans
+            for rank in range(first, end)
+            if topo.has_group(rank, kind)
+        )
+        return [index for index, n in members.items() if n > 1]
+    offset = shape.offset
+    bases: Counter[int] = Counter()
+    for first, end in spans:
+        for rank in range(first, end):
+            base = _base(rank - offset, digits)
+            if base is not None:
+                bases[base] += 1
+    held = [offset + base for base, n in bases.items() if n > 1]
+    return [topo.group_index(rank, kind) for rank in held] if listed else held
+
+
+Digits = tuple[tuple[int, int, bool], ...]
+"""A shape's inner and outer runs together, outermost first: ``(size, stride, outer)``."""
+
+
+def _digits(shape: Shape) -> Digits | None:
+    """The runs of ``shape`` as the digits of a rank (None when ``X`` is listed or the runs
+    together are not nested, so a rank's digits are not unique)."""
+    if shape.inner is None:
+        return None
+    runs = sorted(
+        [(size, stride, False) for size, stride in shape.inner]
+        + [(size, stride, True) for size, stride in shape.outer],
+        key=lambda run: run[1],
     )
-    return [index for index, n in members.items() if n > 1]
+    span = 0
+    for size, stride, _ in runs:
+        if stride <= span:
+            return None
+        span += (size - 1) * stride
+    return tuple(reversed(runs))
+
+
+def _base(value: int, digits: Digits) -> int | None:
+    """The outer part of ``value`` (its group's first rank less the offset), or None when
+    ``value`` is no point of ``digits`` (the rank is in no group of the family). Nested runs:
+    each digit is the quotient by its stride, taken from the outermost run in."""
+    if value < 0:
+        return None
+    base = 0
+    for size, stride, outer in digits:
+        digit = value // stride
+        if digit >= size:
+            return None
+        value -= digit * stride
+        if outer:
+            base += digit * stride
+    return base if value == 0 else None
 
 
 @attrs.frozen

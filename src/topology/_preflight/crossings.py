@@ -19,23 +19,23 @@ labelled per tier through its hosts' domains. Time is linear in the ranks of the
 (2, 2, 2)
 >>> crossings(Topology(16, tp=8), alloc.rank_map(16, order="natural")).count("tp", "rack")
 2
->>> in_racks = alloc.with_order(["a", "c", "b", "d"]).rank_map(16)
->>> crossings(Topology(16, tp=8), in_racks).count("tp", "rack")
+>>> crossings(Topology(16, tp=8), alloc.with_order(list("acbd")).rank_map(16)).count("tp", 1)
 0
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
 from .._args import format_choices, show
 from .._errors import TopologyError
 from .._fields import tuple_of
-from .._layout.runs import max_gap, point, top, volume
+from .._layout.runs import Runs, max_gap, offsets, point, top, volume
 from .._machine.hosts import NODE_TIER
 from .._machine.rankmap import RankMap
 from .._megatron.kinds import KIND_CLASSES
@@ -61,7 +61,13 @@ HostSets = Counter[frozenset[int]]
 """The distinct host sets one kind's groups run on, each with how many groups share it."""
 
 
-def host_sets(topology: Topology, kind: str, nodes: Sequence[int]) -> HostSets:
+class _Nodes(Protocol):
+    """What :func:`host_sets` reads: the host of a rank, ``nodes[r]``."""
+
+    def __getitem__(self, rank: int, /) -> int: ...
+
+
+def host_sets(topology: Topology, kind: str, nodes: _Nodes) -> HostSets:
     """The host sets of ``kind``'s groups that hold two or more hosts, with multiplicities.
 
     ``nodes[r]`` is the host (node rank) that runs global rank ``r``.
@@ -90,27 +96,55 @@ def slot_sets(topology: Topology, kind: str, gpus: int) -> HostSets:
     ``(base + max L) // gpus``, that is ``q .. q + d`` with ``d = (base % gpus + max L) //
     gpus``, one of two values; ``H`` copies that block ``h / gpus`` hosts on. So the host set
     depends on ``(q, d)`` only, and the groups of each are the bases in one of two rank
-    intervals per host (counted on the bases). Other shapes walk the ranks.
+    intervals per host (counted on the bases). Other shapes of few offsets are cut by
+    :func:`_cut_sets`; the rest walk the ranks.
 
     >>> slot_sets(Topology(8, tp=4), "tp", 2)
     Counter({frozenset({0, 1}): 1, frozenset({2, 3}): 1})
     """
-    end = topology.rank_offset + topology.world_size
     shape = shape_of(topology, kind)
     outer = tuple(sorted(shape.outer, key=lambda run: run[1])) if shape is not None else ()
-    if shape is None or shape.inner is None or not _nested(outer):
-        return host_sets(topology, kind, [r // gpus for r in range(end)])
-    low = tuple(run for run in shape.inner if run[1] % gpus)
-    high = [run for run in shape.inner if not run[1] % gpus]
-    if low and max_gap(low) > gpus:
-        return host_sets(topology, kind, [r // gpus for r in range(end)])
+    if shape is None or not _nested(outer):
+        return host_sets(topology, kind, _Blocks(gpus))
+    if shape.inner is not None:
+        low = tuple(run for run in shape.inner if run[1] % gpus)
+        if not low or max_gap(low) <= gpus:
+            high = tuple(run for run in shape.inner if not run[1] % gpus)
+            return _block_sets(shape.offset, outer, low, high, gpus)
+        if volume(shape.inner) > _CUT_POINTS:
+            return host_sets(topology, kind, _Blocks(gpus))
+    points = shape.explicit if shape.inner is None else offsets(shape.inner)
+    hosts = (shape.offset + top(outer)) // gpus - shape.offset // gpus + 1
+    if hosts * len(points) * min(len(points) + 1, gpus) > _CUT_WORK:
+        return host_sets(topology, kind, _Blocks(gpus))
+    return _cut_sets(shape.offset, outer, points, gpus)
+
+
+_CUT_POINTS = 1 << 12
+"""A group of at most this many offsets may be cut by :func:`_cut_sets`."""
+
+_CUT_WORK = 1 << 22
+"""The most offsets :func:`_cut_sets` may place (hosts x residue cuts x offsets)."""
+
+
+@attrs.frozen
+class _Blocks:
+    """``r // gpus`` for every rank ``r``, computed when asked (no list of the ranks)."""
+
+    gpus: int
+
+    def __getitem__(self, rank: int, /) -> int:
+        return rank // self.gpus
+
+
+def _block_sets(offset: int, outer: Runs, low: Runs, high: Runs, gpus: int) -> HostSets:
+    """:func:`slot_sets` when ``low``'s consecutive points are at most ``gpus`` apart."""
     reach = top(low)
-    copies = [point(i, tuple(high)) // gpus for i in range(volume(tuple(high)))]
+    copies = [point(i, high) // gpus for i in range(volume(high))]
     lattice = _Lattice.of(outer)
     found: HostSets = Counter()
-    first_host = shape.offset // gpus
-    for host in range(first_host, (shape.offset + top(outer)) // gpus + 1):
-        start = host * gpus - shape.offset
+    for host in range(offset // gpus, (offset + top(outer)) // gpus + 1):
+        start = host * gpus - offset
         cut = start + gpus - reach % gpus  # bases from here on reach one host further
         for lo, hi, d in (
             (start, cut - 1, reach // gpus),
@@ -119,6 +153,32 @@ def slot_sets(topology: Topology, kind: str, gpus: int) -> HostSets:
             count = lattice.between(lo, hi)
             if count and (d or len(copies) > 1):
                 found[frozenset(host + j + c for j in range(d + 1) for c in copies)] += count
+    return found
+
+
+def _cut_sets(offset: int, outer: Runs, points: Sequence[int], gpus: int) -> HostSets:
+    """:func:`slot_sets` for the groups ``base + points`` (any offsets), host by host.
+
+    Algorithm: a base ``b`` on host ``q`` (``b = q * gpus + rho``) puts offset ``x`` on host
+    ``q + (rho + x) // gpus``, which steps up where ``rho`` passes ``gpus - x % gpus``. Those
+    cuts split ``0 .. gpus - 1`` into at most ``len(points) + 1`` intervals of equal host sets;
+    the groups of each are the bases in that rank interval (counted on the bases). Time
+    O(hosts x cuts x points).
+    """
+    cuts = sorted({0, *(gpus - x % gpus for x in points if x % gpus)})
+    shapes = [
+        (lo, hi - 1, sorted({(lo + x) // gpus for x in points}))
+        for lo, hi in zip(cuts, [*cuts[1:], gpus], strict=True)
+    ]
+    lattice = _Lattice.of(outer)
+    found: HostSets = Counter()
+    for host in range(offset // gpus, (offset + top(outer)) // gpus + 1):
+        start = host * gpus - offset
+        for lo, hi, steps in shapes:
+            if len(steps) > 1:
+                count = lattice.between(start + lo, start + hi)
+                if count:
+                    found[frozenset(host + step for step in steps)] += count
     return found
 
 
@@ -232,9 +292,57 @@ def crossings(topology: Topology, rank_map: RankMap) -> Crossings:
         found = _count_by_intervals(topology, [r for r in runs if r is not None], names)
         if found is not None:
             return found
-    sizes = {host.gpus for host in rank_map.hosts}
-    uniform = sizes.pop() if len(sizes) == 1 else None  # hosts of G ranks: no rank list
-    return count_crossings(topology, uniform or rank_map.nodes, host_labels, names)
+    unit_host = _unit_hosts(rank_map)
+    if unit_host is None:
+        return count_crossings(topology, rank_map.nodes, host_labels, names)
+    unit, hosts = unit_host
+    kinds = tuple(k for k in PLACED_KINDS if k in topology.kinds)
+    first = distinct_kinds(topology, kinds)
+    measured = {
+        kind: crossing_row(_on_hosts(slot_sets(topology, kind, unit), hosts), host_labels)
+        for kind in kinds
+        if first[kind] == kind
+    }
+    return Crossings(
+        tiers=names,
+        kinds=kinds,
+        crossing=tuple(measured[first[kind]] for kind in kinds),
+        totals=tuple(len(topology.groups(kind)) for kind in kinds),
+    )
+
+
+_UNIT_LIMIT = 1 << 16
+"""Hosts of unequal GPU counts are counted in blocks of their GPUs' gcd up to this many blocks
+(else rank by rank)."""
+
+
+def _unit_hosts(rank_map: RankMap) -> tuple[int, list[int] | None] | None:
+    """``(unit, host of each block)``: blocks of ``unit`` consecutive ranks, each on one host
+    (``unit`` the gcd of the hosts' GPU counts, the last host's ranks aside); the list is None
+    when every host runs ``unit`` ranks (block = host), and the answer None past
+    :data:`_UNIT_LIMIT` blocks."""
+    full = [host.gpus for host in rank_map.hosts[:-1]] or [rank_map.hosts[0].gpus]
+    unit = math.gcd(*full)
+    if all(gpus == unit for gpus in full):
+        return unit, None
+    if -(-rank_map.world_size // unit) > _UNIT_LIMIT:
+        return None
+    hosts = [node for node, gpus in enumerate(full) for _ in range(gpus // unit)]
+    last = rank_map.world_size - unit * len(hosts)
+    return unit, hosts + [len(full)] * -(-last // unit)
+
+
+def _on_hosts(sets: HostSets, hosts: list[int] | None) -> HostSets:
+    """Block sets as host sets (``hosts[b]`` runs block ``b``; None: block = host), those on
+    one host left out."""
+    if hosts is None:
+        return sets
+    found: HostSets = Counter()
+    for blocks, count in sets.items():
+        on = frozenset(hosts[b] for b in blocks)
+        if len(on) > 1:
+            found[on] += count
+    return found
 
 
 def _host_spans(rank_map: RankMap) -> list[tuple[int, int]]:
@@ -364,29 +472,38 @@ def _count_by_intervals(
 def crossing_row(sets: HostSets, tier_labels: Sequence[Sequence[int]]) -> tuple[int, ...]:
     """The groups of ``sets`` that cross hosts, then each tier (``tier_labels[t][host]``)."""
     row = [sum(sets.values())]
+    counted: dict[tuple[int, ...], int] = {}  # tiers of equal labels (a switch chain) once
     for labels in tier_labels:
-        row.append(sum(n for hosts, n in sets.items() if len({labels[h] for h in hosts}) > 1))
+        key = tuple(labels)
+        if key not in counted:
+            counted[key] = sum(n for hosts, n in sets.items() if _mixed(hosts, labels))
+        row.append(counted[key])
     return tuple(row)
+
+
+def _mixed(hosts: Iterable[int], labels: Sequence[int]) -> bool:
+    """True if ``hosts`` carry two or more labels."""
+    seen = None
+    for host in hosts:
+        label = labels[host]
+        if seen is None:
+            seen = label
+        elif label != seen:
+            return True
+    return False
 
 
 def count_crossings(
     topology: Topology,
-    nodes: Sequence[int] | int,
+    nodes: Sequence[int],
     tier_labels: Sequence[Sequence[int]],
     tier_names: tuple[str, ...],
 ) -> Crossings:
-    """:func:`crossings` on raw labels: ``nodes[r]`` per rank (or, an int ``G``, hosts of ``G``
-    consecutive ranks each: :func:`slot_sets`, by the kinds' shapes, never a rank list),
-    ``tier_labels[t][node]`` per host."""
+    """:func:`crossings` on raw labels: ``nodes[r]`` per rank, ``tier_labels[t][node]`` per host."""
     kinds = tuple(k for k in PLACED_KINDS if k in topology.kinds)
     first = distinct_kinds(topology, kinds)
     measured = {
-        kind: crossing_row(
-            slot_sets(topology, kind, nodes)
-            if isinstance(nodes, int)
-            else host_sets(topology, kind, nodes),
-            tier_labels,
-        )
+        kind: crossing_row(host_sets(topology, kind, nodes), tier_labels)
         for kind in kinds
         if first[kind] == kind
     }
