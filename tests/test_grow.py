@@ -184,6 +184,14 @@ def test_grow_refuses_other_model_parallelism_and_fewer_ranks() -> None:
     for outside in (-1, 4, 9):
         with pytest.raises(TopologyError, match=rf"^rank {outside} is not in the layout's ranks"):
             g.rank_of(outside)
+    # an offset layout of 4 ranks from rank 4 holds ranks 4, 5, 6, 7: the message names the
+    # first and the last (4 + 4 - 1)
+    shifted = grow(Topology(4, tp=2, rank_offset=4), Topology(8, tp=2, rank_offset=4))
+    for outside in (3, 8):
+        with pytest.raises(
+            TopologyError, match=rf"^rank {outside} is not in the layout's ranks 4 to 7$"
+        ):
+            shifted.rank_of(outside)
 
 
 def test_accumulation_is_exact_past_a_float() -> None:

@@ -296,6 +296,17 @@ def test_the_host_list_in_a_message_is_cut_at_60_characters(count: int) -> None:
     assert text == f"lost host 'zz' is not in the allocation; its hosts: {shown}"
 
 
+def test_a_host_list_of_exactly_60_characters_is_shown_whole() -> None:
+    """19 two-letter names and one three-letter name share no number: joined by commas they are
+    19 * 2 + 3 + 19 = 60 characters, the most shown whole (no ellipsis)."""
+    names = [*[a + b for a in "abcdefghij" for b in "xyz"][:19], "kxy"]
+    alloc = Allocation([Host(name, 2) for name in names])
+    text = _message(layout=Topology(40), lost_hosts=["zz"], allocation=alloc)
+    listed = ",".join(names)
+    assert len(listed) == 60
+    assert text == f"lost host 'zz' is not in the allocation; its hosts: {listed}"
+
+
 def test_an_unknown_name_without_an_allocation_says_how_hosts_are_named() -> None:
     """The whole message: the hosts are host0 to host3 for 16 ranks on 4-GPU hosts."""
     text = _message(layout=Topology(16, tp=2, pp=2), lost_hosts=["node1"], gpus_per_node=4)

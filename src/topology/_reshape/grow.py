@@ -16,7 +16,8 @@ Algorithm:
    axis (its data-parallel replica keeps its number), so whole replicas stay whole and their
    communicators are reused. Where none is left (the layouts of an expert grid at two sizes
    need not pair every dense shard with the same experts), it takes one holding its dense
-   part, else any, and pulls the part it lacks.
+   part (one is always left: the target has at least as many replicas of each dense shard)
+   and pulls the experts it lacks.
 2. **Joining ranks.** The target ranks left over are the joining processes', in order.
 3. **Pulls.** A part that a target rank lacks is held by ``h`` current ranks (its
    data-parallel holders): it pulls ``h`` equal pieces, piece ``p`` from holder
@@ -160,10 +161,10 @@ def _parts(layout: Topology) -> list[str]:
 
 def _survivors(layout: Topology, target: Topology) -> tuple[int, ...]:
     """Every current rank's target rank (step 1): in rank order, the first free target rank
-    holding its whole shard, else its dense part, else the first free one (it then pulls what it
-    lacks). Where the layouts pair their dense and expert coordinates alike, this is the rank
-    with the same coordinates on every dense axis: within one shard, ascending ranks are
-    ascending data-parallel replicas in both layouts."""
+    holding its whole shard, else its dense part (it then pulls the experts it lacks). Where the
+    layouts pair their dense and expert coordinates alike, this is the rank with the same
+    coordinates on every dense axis: within one shard, ascending ranks are ascending
+    data-parallel replicas in both layouts."""
     new_offset = target.rank_offset
     free = list(range(new_offset, new_offset + target.world_size))
     found: list[int | None] = [None] * layout.world_size
@@ -177,8 +178,11 @@ def _survivors(layout: Topology, target: Topology) -> tuple[int, ...]:
                 found[local] = pools[code].pop()
         taken = set(found)
         free = [rank for rank in free if rank not in taken]
-    rest = iter(free)
-    return tuple(next(rest) if rank is None else rank for rank in found)
+    # the dense pass places every rank left: each dense shard has ``layout.dp`` holders now and
+    # ``target.dp >= layout.dp`` places, of which the whole-shard pass took one per rank it placed
+    mapping = tuple(rank for rank in found if rank is not None)
+    assert len(mapping) == layout.world_size
+    return mapping
 
 
 def _pulls(layout: Topology, target: Topology, mapping: Sequence[int]) -> tuple[Pull, ...]:
