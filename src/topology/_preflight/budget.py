@@ -146,7 +146,7 @@ def _domain_counts(
             if found is None:
                 found = _walked(topo, kind, spans)
             if listed:
-                named[domain].update((token, _identity(topo, kind, i, by_ranks)) for i in found)
+                named[domain].update((token, _identity(topo, kind, i)) for i in found)
             else:
                 totals[domain] += len(found)
     return [n + len(groups) for n, groups in zip(totals, named, strict=True)]
@@ -320,13 +320,10 @@ def _spans(ranks: Sequence[int]) -> list[Span]:
     return spans
 
 
-def _identity(topo: Topology, kind: str, index: int, by_ranks: bool) -> object:
-    """What makes a group one communicator: its ranks where an irregular kind may repeat another
-    kind's group (and the group is small enough to list), else its family and index."""
-    if by_ranks and topo.size(kind) <= DOMAIN_SAMPLE:
-        return tuple(topo.groups(kind)[index])
-    shape = shape_of(topo, kind)
-    return (kind if shape is None else shape.key, index)
+def _identity(topo: Topology, kind: str, index: int) -> tuple[int, ...]:
+    """What makes a listed group one communicator where an irregular kind may repeat another
+    kind's group: its ranks (the caller lists only groups of at most :data:`DOMAIN_SAMPLE`)."""
+    return tuple(topo.groups(kind)[index])
 
 
 def _busiest(counts: Iterable[tuple[int, int]], empty: int) -> tuple[int, int]:
