@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import pairwise
 from typing import Any
 from unittest import mock
 
@@ -336,3 +337,105 @@ def test_windows_count_the_groups_they_hold(topo: Topology, width: int) -> None:
             assert windows.count(first) == len(expected), (kind, first)
             held = [next(g for g in expected if rank in g) for rank in windows.points(first)]
             assert len(held) == len(expected) and all(g in held for g in expected), (kind, first)
+
+
+# -- the parts of the count per group shape, each against its contract ---------------------------
+
+REGULAR = (
+    Topology(576, tp=8, pp=8),
+    Topology(512, tp=4, cp=2, pp=8),
+    Topology(1024, tp=8, cp=2, pp=8, ep=4, etp=2),
+    Topology(640, tp=4, pp=4, rank_offset=64),
+    Topology(64, tp=2, cp=2, pp=2, order="tp-cp-dp-pp"),
+    *EXPLICIT[:2],
+)
+"""Layouts whose every kind has a group shape (runs, or listed embedding offsets)."""
+
+
+def test_regular_kinds_never_walk_the_ranks() -> None:
+    """On NVL8 and NVL72 domains every family of a regular layout is counted from its windows,
+    its runs or its listed offsets alike (the module's promise: never rank by rank), and the
+    count is the reference's."""
+
+    def walked(*_: object) -> list[int]:
+        raise AssertionError("a regular family walked the ranks")
+
+    for topo in REGULAR:
+        end = topo.rank_offset + topo.world_size
+        for size in (8, 72):
+            labels = [rank // size for rank in range(end)]
+            with mock.patch.object(budget, "_walked", walked):
+                new = budget.nvls_groups(topo, labels)
+            assert new == nvls_groups(topo, labels), (topo, size)
+
+
+def _windows(topo: Topology, width: int) -> Iterator[tuple[str, budget._Windows]]:
+    """``(kind, windows of width)`` for every kind of ``topo`` that has them."""
+    for kind in topo.kinds:
+        shape = shape_of(topo, kind)
+        windows = None if shape is None else budget._Windows.of(shape, width)
+        if windows is not None:
+            yield kind, windows
+
+
+def test_window_starts_are_merged_intervals() -> None:
+    """The starts of every shape's windows are ascending intervals, none empty, none touching
+    the next (listed offsets as far apart as the window is wide add none)."""
+    for topo in (*REGULAR[4:], EXPLICIT[2]):
+        for width in range(1, 14):
+            for kind, windows in _windows(topo, width):
+                starts = windows.starts
+                assert all(low <= high for low, high in starts), (kind, width, starts)
+                assert all(b[0] > a[1] + 1 for a, b in pairwise(starts)), (kind, width, starts)
+
+
+def test_count_serves_each_offset_class_from_one_count() -> None:
+    """A window's count is cached per offset class exactly where ``count``'s doc says two
+    windows of a class hold as many groups (``starts[-1][1] <= at <= starts[0][0] + (size - 1)
+    * stride``, ``at`` from the offset): a planted count is served there and only there, a count
+    inside is stored under its class, one outside is not."""
+    for topo in (*REGULAR[4:], Topology(96, tp=2, cp=3, pp=2, order="tp-dp-cp-pp")):
+        for width in range(1, 14):
+            for kind, windows in _windows(topo, width):
+                if not windows.starts or not windows.runs:
+                    continue
+                size, stride = windows.runs[-1]
+                lowest = windows.starts[-1][1]
+                highest = windows.starts[0][0] + (size - 1) * stride
+                for at in range(lowest - 2 * stride, highest + 2 * stride + 1):
+                    inside = lowest <= at <= highest
+                    first = at + windows.offset
+                    windows.classes.clear()
+                    counted = windows.count(first)
+                    assert windows.classes == ({at % stride: counted} if inside else {}), kind
+                    windows.classes[at % stride] = -1
+                    assert (windows.count(first) == -1) == inside, (kind, width, at)
+
+
+def test_merged_joins_overlapping_and_touching_intervals() -> None:
+    """Goldens: intervals sorted, those that overlap or touch (``high + 1 == low``) joined."""
+    assert budget._merged([]) == []
+    assert budget._merged([(4, 6), (0, 3)]) == [(0, 6)]
+    assert budget._merged([(0, 3), (5, 6), (2, 4)]) == [(0, 6)]
+    assert budget._merged([(0, 2), (4, 6), (5, 5)]) == [(0, 2), (4, 6)]
+
+
+def test_spans_of_ascending_ranks() -> None:
+    """Goldens: ranges of any step, lists with holes, and empty ones as spans."""
+    assert budget._spans(range(3, 9)) == [(3, 9)]
+    assert budget._spans(range(3, 3)) == []
+    assert budget._spans(range(2, 9, 2)) == [(2, 3), (4, 5), (6, 7), (8, 9)]
+    assert budget._spans(range(0, 9, 3)) == [(0, 1), (3, 4), (6, 7)]
+    assert budget._spans([1, 2, 3, 5, 7, 8]) == [(1, 4), (5, 6), (7, 9)]
+    assert budget._spans([]) == []
+
+
+def test_stepped_ranges_count_as_the_reference() -> None:
+    """``nvls_groups_in`` on ranges of step 2 and 3 (every other rank: no tp pair in them)."""
+    topo = Topology(48, tp=2, cp=2, pp=3, rank_offset=3)
+    spans: list[tuple[int, Sequence[int]]] = [
+        (label, range(first, 51, step))
+        for label, (first, step) in enumerate([(3, 2), (4, 2), (3, 3), (10, 4), (5, 1)])
+    ]
+    for chosen in (spans, spans[:4], spans[2:4], [(0, range(7, 7))]):
+        assert budget.nvls_groups_in(topo, chosen) == nvls_groups_in(topo, chosen), chosen
