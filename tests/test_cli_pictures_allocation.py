@@ -1,75 +1,103 @@
-"""``show --svg`` and ``--html`` on an allocation draw its real hosts and NVLink domains, or
-refuse with the reason (issue 22): hosts of unequal GPU counts and ragged racks are not drawn as
-a uniform machine."""
+"""``show --svg`` and ``--html`` on an allocation draw its real hosts by name inside their
+NVLink domains and racks or switches, whatever the reader (issue 31: hosts of unequal GPU
+counts and ragged racks, refused before, draw as what they are), bounded on huge allocations."""
 
 from __future__ import annotations
 
-import json
-import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.test_cli_allocation import assert_invalid, invoke
+from tests.test_cli_allocation import DATA, invoke, run_json
+from topology._cli.hostmap import MAX_DRAWN_HOSTS
 
-RACKS = """\
-gpus_per_host = 4
+SVG = "{http://www.w3.org/2000/svg}"
 
-[[tiers]]
-name = "rack"
-nvlink = true
-
-[[hosts]]
-names = "n[1-{first}]"
-domains = {{ rack = "r1" }}
-
-[[hosts]]
-names = "n[{after}-{last}]"
-domains = {{ rack = "r2" }}
-"""
-
-
-def _racks(tmp_path: Path, first: int, second: int) -> Path:
-    """Two NVL72-style racks of ``first`` and ``second`` trays of 4 GPUs, in that order."""
-    path = tmp_path / "racks.toml"
-    path.write_text(RACKS.format(first=first, after=first + 1, last=first + second))
-    return path
+ALLOCATIONS = {
+    "readme ragged NVL72": ("--allocation", str(DATA / "cli" / "ragged_nvl72.toml")),
+    "nvl72 (2- and 4-GPU trays)": ("--allocation", str(DATA / "nvl72.toml")),
+    "nvl72 json": ("--allocation", str(DATA / "nvl72.json")),
+    "slurm tree": ("--slurm-topology", str(DATA / "tree.conf"), "--hosts", "dev[0-3,6-9,12-17]",
+                   "--gpus-per-host", "4"),
+    "slurm block": ("--slurm-topology", str(DATA / "cli" / "ragged_block.conf"), "--hosts",
+                    "node[1-64]", "--gpus-per-host", "4"),
+    "topograph": ("--topograph", str(DATA / "topograph.json"), "--gpus-per-host", "4"),
+    "hostfile": ("--hostfile", str(DATA / "hostfile.txt"), "--gpus-per-host", "4"),
+    "hosts": ("--hosts", "gpu[1-3]", "--gpus-per-host", "8"),
+}  # fmt: skip
+"""Every reader, on the repository's example allocations (the README's NVL72 first)."""
 
 
-def _page_data(page: str) -> dict[str, object]:
-    """The JSON the HTML page draws from (its ``data`` script element)."""
-    match = re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.DOTALL)
-    assert match is not None
-    data: dict[str, object] = json.loads(match.group(1))
-    return data
-
-
-@pytest.mark.parametrize("flag", ["--svg", "--html"])
-def test_hosts_of_unequal_gpus_are_refused(tmp_path: Path, flag: str) -> None:
-    """Hosts of 2, 6, 4 and 4 GPUs are not drawn as 8-GPU nodes."""
-    hostfile = tmp_path / "hosts.txt"
-    hostfile.write_text("a slots=2\nb slots=6\nc slots=4\nd slots=4\n")
-    target = tmp_path / "out"
-    argv = ("show", "--hostfile", str(hostfile), "-w", "16", flag, str(target))
-    assert_invalid(argv, f"{flag} cannot draw this allocation", "2, 4, 6 GPUs")
-    assert not target.exists()
-
-
-@pytest.mark.parametrize("flag", ["--svg", "--html"])
-def test_ragged_racks_are_refused(tmp_path: Path, flag: str) -> None:
-    """Racks of 68 then 72 GPUs are not drawn as equal NVLink domains (a short last one is,
-    as a cluster's last node may be short)."""
-    argv = ("show", "--allocation", str(_racks(tmp_path, 17, 18)), flag, str(tmp_path / "out"))
-    assert_invalid(argv, f"{flag} cannot draw this allocation", "rack NVLink domains hold 72, 68")
-
-
-@pytest.mark.parametrize("second", [18, 17])
-def test_equal_racks_are_drawn_as_nvlink_domains(tmp_path: Path, second: int) -> None:
-    """Racks of 18 trays (the last may be short): 4-GPU hosts in 72-GPU NVLink domains."""
-    target = tmp_path / "page.html"
-    racks = str(_racks(tmp_path, 18, second))
-    code, _, err = invoke("show", "--allocation", racks, "--html", str(target))
+def _drawn(tmp_path: Path, argv: tuple[str, ...]) -> tuple[ET.Element, ET.Element, str]:
+    """``show ARGV --svg --html``: both files parsed as XML, and the SVG's text."""
+    svg, page = tmp_path / "a.svg", tmp_path / "a.html"
+    code, _, err = invoke("show", *argv, "--svg", str(svg), "--html", str(page), "--json")
     assert code == 0, err
-    data = _page_data(target.read_text())
-    assert (data["gpus"], data["domain"]) == (4, 72)
-    assert "4 GPUs per node, 72 per NVLink domain" in target.read_text()
+    text = svg.read_text(encoding="utf-8")
+    return ET.fromstring(text), ET.parse(page).getroot(), text
+
+
+def _expected(argv: tuple[str, ...]) -> tuple[list[str], set[str]]:
+    """The drawn hosts (the first MAX_DRAWN_HOSTS of show --json's rank map) and their domains."""
+    hosts = run_json("show", *argv)["allocation"]["rank_map"]["hosts"][:MAX_DRAWN_HOSTS]
+    return [h["name"] for h in hosts], {d for h in hosts for d in h["domains"] if d is not None}
+
+
+@pytest.mark.parametrize("name", list(ALLOCATIONS))
+def test_every_reader_draws_hosts_and_domains(tmp_path: Path, name: str) -> None:
+    """Each example allocation draws (issue 31: the README's NVL72 was refused): well-formed
+    SVG and XHTML naming every drawn host and every domain of their tiers."""
+    argv = ALLOCATIONS[name]
+    svg, page, _ = _drawn(tmp_path, argv)
+    assert svg.tag == f"{SVG}svg" and page.tag == "{http://www.w3.org/1999/xhtml}html"
+    names, domains = _expected(argv)
+    words = "".join(svg.itertext())
+    for host in names:
+        assert f"{host} · node rank" in words, host
+    for domain in domains:
+        assert f" {domain}" in words, domain
+    assert "".join(page.itertext()).count(" · node rank ") == len(names)
+
+
+def test_readme_nvl72_draws_racks_as_nvlink_domains(tmp_path: Path) -> None:
+    """Golden: the README's allocation in the lexicographic order: 64 hosts, racks marked
+    NVLink, leaf switches named, racks split by the string sort shown as separate boxes."""
+    argv = (*ALLOCATIONS["readme ragged NVL72"], "--launcher-order", "lexicographic")
+    svg, _, _ = _drawn(tmp_path, argv)
+    words = list(svg.itertext())
+    assert "rack rack1 (NVLink) · leaf leaf1" in words
+    assert "node1 · node rank 0 · 4 GPUs" in words and "node10 · node rank 1 · 4 GPUs" in words
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    gpus=st.lists(st.sampled_from([1, 2, 4, 8, 72]), min_size=1, max_size=200),
+    racks=st.integers(1, 5),
+)
+def test_generated_allocations_draw_bounded(
+    tmp_path_factory: pytest.TempPathFactory, gpus: list[int], racks: int
+) -> None:
+    """Law: any generated allocation (mixed GPU counts, interleaved racks, up to 200 hosts)
+    draws as well-formed SVG naming its first MAX_DRAWN_HOSTS hosts and counting the rest."""
+    lines = ["[[tiers]]", 'name = "rack"', "nvlink = true", ""]
+    for i, g in enumerate(gpus):
+        lines += [
+            "[[hosts]]",
+            f'name = "h{i}"',
+            f"gpus = {g}",
+            f'domains = {{ rack = "k{i % racks}" }}',
+            "",
+        ]
+    path = tmp_path_factory.mktemp("gen") / "alloc.toml"
+    path.write_text("\n".join(lines))
+    svg, _, text = _drawn(path.parent, ("--allocation", str(path)))
+    words = "".join(svg.itertext())
+    drawn = min(len(gpus), MAX_DRAWN_HOSTS)
+    assert all(f"h{i} · node rank {i} ·" in words for i in range(drawn))
+    assert f"h{drawn} · node rank" not in words
+    if len(gpus) > MAX_DRAWN_HOSTS:
+        assert f"… {len(gpus) - MAX_DRAWN_HOSTS} more hosts" in words
+    assert text.count("<rect") < 80 * MAX_DRAWN_HOSTS

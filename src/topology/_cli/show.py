@@ -28,6 +28,7 @@ from .common import (
     use_color,
     write_json,
 )
+from .hostmap import allocation_page, allocation_svg
 from .html import html_page
 from .output import check_output, write_output
 from .picture import MAX_PICTURE_RANKS, cells, picture, render_rich, render_svg, render_text
@@ -59,11 +60,17 @@ def register(subparsers: Any) -> None:
         default="pp",
         help="colour cells by this axis's coordinate (default pp)",
     )
-    parser.add_argument("--svg", metavar="FILE", help="also write the picture as SVG to FILE")
+    parser.add_argument(
+        "--svg",
+        metavar="FILE",
+        help="also write the picture as SVG to FILE (with an allocation: its hosts by name in "
+        "their domains, the first 64 hosts)",
+    )
     parser.add_argument(
         "--html",
         metavar="FILE",
-        help="also write an interactive page to FILE (any size; hover a rank to see its groups)",
+        help="also write a page to FILE: interactive (any size; hover a rank to see its "
+        "groups), or with an allocation the --svg drawing of its hosts",
     )
     parser.set_defaults(func=run)
 
@@ -282,24 +289,27 @@ def run(args: argparse.Namespace) -> int:
         found = crossings(topo, rank_map)
     drawable = topo.world_size <= MAX_PICTURE_RANKS
     node_cluster = cluster or Cluster(min(_DEFAULT_GPUS, topo.world_size))
-    unlike = None
     if rank_map is not None:
-        drawn, unlike = picture_cluster(rank_map)
+        drawn, _ = picture_cluster(rank_map)
         node_cluster = drawn or node_cluster
         drawable = drawable and drawn is not None
     if args.svg:
-        if unlike is not None:
-            raise CliError(f"--svg cannot draw this allocation: {unlike}")
-        if not drawable:
+        if rank_map is not None:
+            write_output(args.svg, "--svg", allocation_svg(topo, rank_map, args.color_by))
+        elif not drawable:
             raise CliError(
                 f"--svg draws worlds of at most {MAX_PICTURE_RANKS} ranks, got world_size "
-                f"{topo.world_size}; use --json for larger layouts"
+                f"{topo.world_size}; use --json for larger layouts (or --html)"
             )
-        write_output(args.svg, "--svg", render_svg(topo, node_cluster, args.color_by))
+        else:
+            write_output(args.svg, "--svg", render_svg(topo, node_cluster, args.color_by))
     if args.html:
-        if unlike is not None:
-            raise CliError(f"--html cannot draw this allocation: {unlike}")
-        write_output(args.html, "--html", html_page(topo, node_cluster, args.color_by))
+        page = (
+            html_page(topo, node_cluster, args.color_by)
+            if rank_map is None
+            else allocation_page(topo, rank_map, args.color_by)
+        )
+        write_output(args.html, "--html", page)
     if args.json:
         extra = None
         if rank_map is not None and found is not None:
