@@ -169,8 +169,12 @@ def test_budget_arguments_are_checked(kwargs: dict[str, object], message: str) -
 
 
 def test_mixed_gpu_counts_are_refused() -> None:
+    """The refusal names each GPU count with its hosts."""
     alloc = Allocation([Host("a", 4), Host("b", 8)])
-    with pytest.raises(TopologyError, match="equal GPU counts, got 4, 8"):
+    with pytest.raises(
+        TopologyError,
+        match=r"equal GPU counts .*, got 4 GPUs on 1 host \(a\), 8 GPUs on 1 host \(b\)",
+    ):
         check(Topology(12), alloc.rank_map(12))
 
 

@@ -375,13 +375,18 @@ def test_bad_input_exits_2_naming_the_value(
     [
         ("node1\nnode9\n", ("node9", "not in the allocation")),
         ("node1\nnode2\nnode1\n", ("node1", "line 3", "again")),
-        ("node1 slots=4\n", ("line 1", "one host name per line")),
+        ("node1 node2\n", ("line 1", "one host name per line")),
+        ("node1 slots=4 slots=4\n", ("line 1", "one host name per line", "slots=N")),
+        ("node1 slots=0\nnode2\n", ("line 1", "slots=0", "positive int")),
+        ("node1 slots=3\nnode2\n", ("node1", "3 ranks", "fill it with 4", "slots=4")),
+        ("node1\nnode1\nnode2\nnode1\n", ("node1", "line 4", "again")),
         ("# nothing\n", ("names no hosts",)),
         ("node1\n", ("1 hosts with 4 GPUs", "8 ranks")),
     ],
 )
 def test_bad_host_order_files(tmp_path: Path, content: str, fragments: tuple[str, ...]) -> None:
-    """A host order naming an unknown host, a host twice, two words, nothing, too few GPUs."""
+    """A host order naming an unknown host, a host twice, two words, bad or wrong slots,
+    nothing, too few GPUs."""
     path = tmp_path / "order.txt"
     path.write_text(content, encoding="utf-8")
     assert_invalid(("show", "-w", "8", *HOSTS, "--host-order", str(path)), *fragments)

@@ -170,10 +170,13 @@ def test_place_refuses_bad_input(call: object, message: str) -> None:
         call(_allocation([2, 2], 2))  # type: ignore[operator]
 
 
-def test_place_refuses_mixed_gpu_counts() -> None:
+def test_place_takes_mixed_gpu_counts() -> None:
+    """Hosts of 4 and 8 GPUs (issue 31): the 8-GPU host runs the tp8 group whole."""
     alloc = Allocation([Host("a", 4), Host("b", 8)])
-    with pytest.raises(TopologyError, match="equal GPU counts, got 4, 8"):
-        place(Topology(8), alloc)
+    found = place(Topology(12, tp=4), alloc)
+    assert found.after.count("tp", "node") == 0
+    found = place(Topology(8, tp=8), alloc)
+    assert found.hosts == ("b",) and found.unused == ("a",) and found.improved
 
 
 def test_crossings_refuse_a_map_too_small() -> None:

@@ -27,7 +27,7 @@ from collections import Counter
 
 from .._args import show
 from .._errors import TopologyError
-from .._machine.allocation import Allocation, Host
+from .._machine.allocation import Allocation, Host, host_slots
 from .._machine.hostlist import expand_hostlist
 from .._machine.hosts import LAUNCHER_ORDERS
 from .._machine.rankmap import RankMap
@@ -240,33 +240,70 @@ def allocation_from_args(args: argparse.Namespace) -> Allocation | None:
 def host_order_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:
     """The host names of ``--host-order FILE`` in file order; None without the flag.
 
+    The file is what ``place --write-hostfile`` writes in either format: one host per line,
+    optionally followed by ``slots=N`` (``--format hostfile``), or the same host on consecutive
+    lines, one per task (``--format slurm``); such a run is one host running that many ranks.
+
     Raises:
-        CliError: a line holding more than one name, a host listed twice, no hosts.
+        CliError: a line holding anything but a name and ``slots=N``, a host listed again
+            after another host, no hosts.
         TopologyError: an unreadable file (or one that starts with a byte-order mark), a name
             with a control or format character or hostfile syntax (``check_host_name``).
     """
-    path: str | None = getattr(args, "host_order", None)
+    read = _host_order_file(args)
+    return None if read is None else tuple(read)
+
+
+def _host_order_file(args: argparse.Namespace) -> dict[str, int | None] | None:
+    """``--host-order``'s hosts in file order, each with the ranks the file gives it (its
+    ``slots=N``, or its lines when repeated one per task; None when it says nothing)."""
+    cached: tuple[dict[str, int | None] | None] | None = getattr(args, "_host_order_data", None)
+    if cached is None:
+        cached = (_read_host_order(getattr(args, "host_order", None)),)
+        args._host_order_data = cached
+    return cached[0]
+
+
+def _read_host_order(path: str | None) -> dict[str, int | None] | None:
     if path is None:
         return None
     label = f"--host-order {show(path)}"
-    names: list[str] = []
+    hosts: dict[str, int | None] = {}
     first: dict[str, int] = {}
+    previous = None
     for number, content in lines(read_text(path, label)):
-        if len(content.split()) != 1:
+        name, *rest = content.split()
+        slots = _slots(rest, f"{label} line {number}", content)
+        check_host_name(name, f"{label} line {number}")
+        if name == previous and slots is None:  # a slurm hostfile: one line per task
+            hosts[name] = (hosts[name] or 1) + 1
+            continue
+        if name in first:
             raise CliError(
-                f"{label} line {number} holds {show(content)}; write one host name per line"
+                f"{label} line {number} lists host {show(name)} again (first on line "
+                f"{first[name]}); list each host once"
             )
-        check_host_name(content, f"{label} line {number}")
-        if content in first:
-            raise CliError(
-                f"{label} line {number} lists host {show(content)} again (first on line "
-                f"{first[content]}); list each host once"
-            )
-        first[content] = number
-        names.append(content)
-    if not names:
+        first[name] = number
+        hosts[name] = slots
+        previous = name if slots is None else None
+    if not hosts:
         raise CliError(f"{label} names no hosts; write one host name per line")
-    return tuple(names)
+    return hosts
+
+
+def _slots(rest: list[str], where: str, content: str) -> int | None:
+    """The ``slots=N`` after a host name on a ``--host-order`` line; None without one."""
+    if not rest:
+        return None
+    key, _, value = rest[0].partition("=")
+    if len(rest) > 1 or key != "slots" or not (value.isascii() and value.isdecimal()):
+        raise CliError(
+            f"{where} holds {show(content)}; write one host name per line, optionally "
+            "followed by slots=N"
+        )
+    if len(value) > 18 or int(value) < 1:
+        raise CliError(f"{where} has slots={value}; slots must be a positive int, e.g. slots=8")
+    return int(value)
 
 
 def order_name(args: argparse.Namespace) -> str:
@@ -277,8 +314,10 @@ def order_name(args: argparse.Namespace) -> str:
     return order or "listed"
 
 
-def _ordered(alloc: Allocation, names: tuple[str, ...], world_size: int) -> Allocation:
-    """``alloc`` with the hosts of ``names`` in that order, checked to hold ``world_size``."""
+def _ordered(alloc: Allocation, stated: dict[str, int | None], world_size: int) -> Allocation:
+    """``alloc`` with the ``--host-order`` hosts in that order, checked to hold ``world_size``
+    and to run the ranks the file gives each host (its slots, or its lines one per task)."""
+    names = tuple(stated)
     try:
         chosen = alloc.with_order(names)
     except TopologyError as error:
@@ -288,6 +327,14 @@ def _ordered(alloc: Allocation, names: tuple[str, ...], world_size: int) -> Allo
             f"--host-order lists {len(names)} hosts with {chosen.gpus} GPUs but the layout "
             f"needs {world_size} ranks; list more hosts"
         )
+    runs = dict(zip(names, host_slots(chosen, names, world_size), strict=False))
+    for name, slots in stated.items():
+        if slots is not None and slots != runs.get(name, 0):
+            raise CliError(
+                f"--host-order gives host {show(name)} {slots} ranks but {world_size} ranks "
+                f"fill it with {runs.get(name, 0)} (its GPUs, in this order); give it "
+                f"slots={runs.get(name, 0)} or give the layout's world size"
+            )
     return chosen
 
 
@@ -302,9 +349,9 @@ def rank_map_from_args(args: argparse.Namespace, world_size: int) -> RankMap | N
     alloc = allocation_from_args(args)
     if alloc is None:
         return None
-    names = host_order_from_args(args)
-    if names is not None:
-        return _ordered(alloc, names, world_size).rank_map(world_size)
+    stated = _host_order_file(args)
+    if stated is not None:
+        return _ordered(alloc, stated, world_size).rank_map(world_size)
     if world_size > alloc.gpus:
         raise CliError(
             f"the layout needs {world_size} ranks but the allocation has {alloc.gpus} GPUs "
@@ -318,10 +365,11 @@ def placement_allocation(
 ) -> Allocation:
     """``alloc`` with the ``--host-order`` hosts first (in that order), then the rest as listed,
     so that its ``listed`` order is the order to compare against; ``alloc`` without the flag."""
-    names = host_order_from_args(args)
-    if names is None:
+    stated = _host_order_file(args)
+    if stated is None:
         return alloc
-    _ordered(alloc, names, world_size)
+    _ordered(alloc, stated, world_size)
+    names = tuple(stated)
     given = set(names)
     rest = tuple(h.name for h in alloc.hosts if h.name not in given)
     return alloc.with_order((*names, *rest))

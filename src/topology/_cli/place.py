@@ -32,6 +32,7 @@ from typing import Any
 
 from .._machine.allocation import Allocation
 from .._machine.hostlist import host_list
+from .._machine.hosts import gpu_counts
 from .._machine.rankmap import RankMap
 from .._machine.textfile import check_host_name
 from .._preflight.place.place import Arrangement, place
@@ -97,12 +98,18 @@ def _method(arrangement: Arrangement, order: str) -> str:
     )
 
 
-def to_json(arrangement: Arrangement, order: str) -> dict[str, Any]:
-    """The ``place --json`` document: ``layout``, ``topology``, ``host_list`` and
-    :meth:`Arrangement.to_dict` (``hosts``, ``crossings`` per kind and tier before and after)."""
+def to_json(
+    arrangement: Arrangement, order: str, written: tuple[str, str] | None = None
+) -> dict[str, Any]:
+    """The ``place --json`` document: ``layout``, ``topology``, ``host_list``,
+    :meth:`Arrangement.to_dict` (``hosts``, ``crossings`` per kind and tier before and after),
+    ``slots`` (the ranks each host runs, node order) and ``hostfile`` (the ``written`` path and
+    format of ``--write-hostfile``, null without it)."""
     data = arrangement.to_dict()
     data["baseline"] = _baseline(arrangement, order)
     data["method"] = _method(arrangement, order)
+    data["slots"] = list(arrangement.slots())
+    data["hostfile"] = None if written is None else {"path": written[0], "format": written[1]}
     return {
         "layout": str(arrangement.topology),
         "topology": arrangement.topology.to_dict(),
@@ -136,6 +143,11 @@ def optimality(arrangement: Arrangement) -> str:
     'optimal: every class on every tier meets its lower bound (16 hosts)'
     """
     hosts = len(arrangement.allocation.hosts)
+    if len({h.gpus for h in arrangement.allocation.hosts}) > 1:
+        return (
+            "not proven optimal: hosts of different GPU counts are placed by the launcher "
+            "orders and orders that group each domain's hosts, scored on the real rank map"
+        )
     if not arrangement.allocation.tiers:
         return "optimal: without tiers every host order crosses the same groups"
     if arrangement.exact:
@@ -159,7 +171,12 @@ def render(arrangement: Arrangement, order: str, columns: int) -> str:
     """The text output of ``place``."""
     alloc = arrangement.allocation
     hosts = arrangement.hosts
-    gpus = alloc.hosts[0].gpus
+    counts = {h.gpus for h in alloc.hosts}
+    gpus = (
+        f"{len(alloc.hosts)} hosts of {alloc.hosts[0].gpus} GPUs"
+        if len(counts) == 1
+        else f"{len(alloc.hosts)} hosts: {gpu_counts(alloc.hosts)}"
+    )
     baseline = _baseline(arrangement, order)
     method = _method(arrangement, order)
     verdict = (
@@ -172,7 +189,7 @@ def render(arrangement: Arrangement, order: str, columns: int) -> str:
     lines = [*wrap(str(arrangement.topology), columns)]
     tiers = ", ".join(t.name for t in alloc.tiers) or "none (a host list says nothing of racks)"
     lines += wrap(
-        f"allocation: {len(alloc.hosts)} hosts of {gpus} GPUs; tiers: {tiers}",
+        f"allocation: {gpus}; tiers: {tiers}",
         columns,
         hang="    ",
     )
@@ -247,13 +264,15 @@ def run(args: argparse.Namespace) -> int:
         order=baseline,
         step_time=step_time,
     )
+    written = None
     if args.write_hostfile is not None:
+        written = (args.write_hostfile, args.hostfile_format)
         rows = zip(arrangement.hosts, arrangement.slots(), strict=False)
         write_output(
             args.write_hostfile, "--write-hostfile", hostfile_text(rows, args.hostfile_format)
         )
     if args.json:
-        write_json("place", to_json(arrangement, order))
+        write_json("place", to_json(arrangement, order, written))
     else:
         sys.stdout.write(render(arrangement, order, terminal_width()))
     return 0

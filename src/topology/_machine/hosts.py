@@ -25,6 +25,7 @@ __all__ = [
     "Tier",
     "as_tuple",
     "check_gpus",
+    "gpu_counts",
     "launcher_order",
     "tier_index",
 ]
@@ -171,3 +172,21 @@ def tier_index(tiers: tuple[Tier, ...], tier: str | int) -> int:
 def check_gpus(name: str, value: object) -> int:
     """Return ``value`` if it is a GPU count (an int from 1 to :data:`MAX_GPUS_PER_HOST`)."""
     return check_size(name, value, at_most=MAX_GPUS_PER_HOST, why="more GPUs than any host has")
+
+
+def gpu_counts(hosts: tuple[Host, ...]) -> str:
+    """The GPU counts of ``hosts``, each with the hosts that have it (at most 4 named), for a
+    message that says which hosts differ.
+
+    >>> gpu_counts((Host("a", 8), Host("b", 4), Host("c", 8), Host("d", 4), Host("e", 4)))
+    '4 GPUs on 3 hosts (b, d, e), 8 GPUs on 2 hosts (a, c)'
+    """
+    by_count: dict[int, list[str]] = {}
+    for host in hosts:
+        by_count.setdefault(host.gpus, []).append(host.name)
+    parts = []
+    for count, names in sorted(by_count.items()):
+        shown = ", ".join(show(n)[1:-1] for n in names[:4]) + (", …" if len(names) > 4 else "")
+        plural = "host" if len(names) == 1 else "hosts"
+        parts.append(f"{count} GPUs on {len(names)} {plural} ({shown})")
+    return ", ".join(parts)

@@ -23,6 +23,7 @@ from .._args import check_size, show
 from .._errors import TopologyError
 from .._machine.allocation import Allocation
 from .._machine.cluster import Cluster
+from .._machine.hosts import gpu_counts
 from .._machine.rankmap import RankMap
 from .._megatron.topology import Topology
 from .budget import (
@@ -136,8 +137,9 @@ def _cluster_of(rank_map: RankMap) -> Cluster:
     gpus = sorted({host.gpus for host in rank_map.hosts})
     if len(gpus) > 1:
         raise TopologyError(
-            f"check on a rank map needs hosts with equal GPU counts, got "
-            f"{', '.join(map(str, gpus))}; check the hosts of each GPU count apart"
+            f"check on a rank map needs hosts with equal GPU counts (its layout rules measure "
+            f"nodes of one size), got {gpu_counts(rank_map.hosts)}; check the hosts of each "
+            "GPU count apart"
         )
     nvlink = next((i for i, t in enumerate(rank_map.tiers) if t.nvlink), None)
     if nvlink is None:

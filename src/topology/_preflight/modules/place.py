@@ -18,6 +18,7 @@ import attrs
 from ..._args import show
 from ..._errors import TopologyError
 from ..._machine.allocation import Allocation, host_slots
+from ..._machine.hosts import gpu_counts
 from ..._megatron.topology import Topology
 from ..._modules.modules import Modules
 from ..crossings import Crossings, crossings
@@ -148,8 +149,8 @@ def _checked(modules: object, allocation: object) -> int:
     gpus = {h.gpus for h in allocation.hosts}
     if len(gpus) > 1:
         raise TopologyError(
-            f"place_modules needs hosts with equal GPU counts, got {', '.join(map(str, gpus))}; "
-            "place on the hosts of one GPU count"
+            f"place_modules needs hosts with equal GPU counts (modules start on host "
+            f"boundaries), got {gpu_counts(allocation.hosts)}; place on the hosts of one count"
         )
     (count,) = gpus
     if not modules.colocated:

@@ -49,6 +49,7 @@ from ..._args import show
 from ..._errors import TopologyError
 from ..._fields import instance, text, tuple_of
 from ..._machine.allocation import LAUNCHER_ORDERS, Allocation, host_slots
+from ..._machine.hosts import gpu_counts
 from ..._machine.rankmap import RankMap
 from ..._megatron.topology import Topology
 from ..crossings import (
@@ -147,8 +148,9 @@ class Arrangement:
 
     @property
     def improved(self) -> bool:
-        """True when ``hosts`` crosses fewer groups than the launcher's order."""
-        return self.after.key() < self.before.key()
+        """True when ``hosts`` crosses fewer groups than the launcher's order (node crossings
+        count too: on hosts of different GPU counts the order changes them)."""
+        return self.after.key(first_tier=0) < self.before.key(first_tier=0)
 
     @property
     def unused(self) -> tuple[str, ...]:
@@ -234,7 +236,8 @@ def place(
 
     Args:
         topology: the layout (``rank_offset`` 0: the job owns its hosts).
-        allocation: the hosts (all with the same GPU count) and tiers the job got.
+        allocation: the hosts and tiers the job got. Hosts of different GPU counts are
+            placed by the orders of :func:`_place_mixed` (not proven optimal).
         order: the launcher order to compare against (one of ``LAUNCHER_ORDERS``).
         step_time: predicted seconds per step on a rank map; it breaks ties between orders
             with equal crossings and is reported for the launcher's order and the chosen one.
@@ -248,12 +251,13 @@ def place(
         key a lower bound proves least.
 
     Raises:
-        TopologyError: wrong types, a ``rank_offset``, hosts with different GPU counts, or
-            fewer GPUs than ranks.
+        TopologyError: wrong types, a ``rank_offset``, or fewer GPUs than ranks.
     """
     topo, alloc = _checked(topology, allocation, order)
     if step_time is not None and not callable(step_time):
         raise TopologyError(f"step_time must be a callable taking a RankMap, got {show(step_time)}")
+    if len({h.gpus for h in alloc.hosts}) > 1:
+        return _place_mixed(topo, alloc, order, step_time)
     gpus = alloc.hosts[0].gpus
     slots = math.ceil(topo.world_size / gpus)
     names = (NODE_TIER, *(t.name for t in alloc.tiers))
@@ -350,18 +354,92 @@ def _checked(topology: object, allocation: object, order: object) -> tuple[Topol
             f"place needs a layout that owns its hosts (rank_offset 0), got rank_offset "
             f"{topology.rank_offset}; place the whole job's layout instead"
         )
-    counts = sorted({h.gpus for h in allocation.hosts})
-    if len(counts) > 1:
-        raise TopologyError(
-            f"place needs hosts with equal GPU counts, got {', '.join(map(str, counts))}; "
-            "pass the hosts of one GPU count (the launcher runs one rank per GPU)"
-        )
     if topology.world_size > allocation.gpus:
         raise TopologyError(
             f"world_size {topology.world_size} needs more GPUs than the allocation's "
-            f"{allocation.gpus} ({len(allocation.hosts)} hosts of {counts[0]})"
+            f"{allocation.gpus} ({len(allocation.hosts)} hosts: {gpu_counts(allocation.hosts)})"
         )
     return topology, allocation
+
+
+def _place_mixed(
+    topo: Topology, alloc: Allocation, order: str, step_time: StepTime | None
+) -> Arrangement:
+    """:func:`place` on hosts of different GPU counts: ranks fill each host's GPUs in host
+    order, so a host order is still all a launcher needs (a hostfile's ``slots=N``, a Slurm
+    hostfile's line per task). Candidates: the launcher orders, and the hosts grouped by
+    domain, outermost tier first (domains in listed order or largest first; within a domain
+    as listed or most GPUs first). Each is scored on its real rank map, node crossings
+    included (they depend on the order here); the least wins, the launcher's order on ties.
+    Not proven optimal (``exact`` False, no bound)."""
+    world = topo.world_size
+    index = {host.name: i for i, host in enumerate(alloc.hosts)}
+    baseline = alloc.rank_map(world, order=order)
+    candidates: list[tuple[str, tuple[int, ...]]] = [
+        (order, tuple(index[h.name] for h in alloc.ordered(order).hosts))
+    ]
+    candidates += [
+        (other, tuple(index[h.name] for h in alloc.ordered(other).hosts))
+        for other in LAUNCHER_ORDERS
+    ]
+    candidates += _grouped_orders(alloc)
+
+    def score(candidate: tuple[int, ...]) -> Crossings:
+        names = [alloc.hosts[i].name for i in candidate]
+        return crossings(topo, alloc.with_order(names).rank_map(world))
+
+    scored = [(score(c).key(first_tier=0), i) for i, (_, c) in enumerate(candidates)]
+    best_key = min(scored)[0]
+    ties = [candidates[i] for key, i in scored if key == best_key]
+    best_name, best = ties[0]
+    before_time = after_time = None
+    if step_time is not None:
+        price = _pricer(step_time, alloc, world)
+        timed = min((price(c), i) for i, (_, c) in enumerate(ties))
+        best_name, best = ties[timed[1]]
+        before_time, after_time = price(candidates[0][1]), timed[0]
+    chosen = alloc.with_order([alloc.hosts[i].name for i in best]).rank_map(world)
+    return Arrangement(
+        topology=topo,
+        allocation=alloc,
+        baseline=order,
+        hosts=chosen.host_order,
+        before=crossings(topo, baseline),
+        after=crossings(topo, chosen),
+        method=best_name,
+        step_time_before=before_time,
+        step_time_after=after_time,
+    )
+
+
+def _grouped_orders(alloc: Allocation) -> list[tuple[str, tuple[int, ...]]]:
+    """Host orders that keep each domain's hosts together, outermost tier first (see
+    :func:`_place_mixed`), named for the method line."""
+    labels = _host_labels(alloc)
+    gpus = [h.gpus for h in alloc.hosts]
+    totals = []
+    for row in labels:
+        total: dict[int, int] = {}
+        for host, label in enumerate(row):
+            total[label] = total.get(label, 0) + gpus[host]
+        totals.append(total)
+    found = []
+    for larger in (False, True):
+        for most in (False, True):
+
+            def key(h: int, larger: bool = larger, most: bool = most) -> tuple[int, ...]:
+                domains = [
+                    part
+                    for row, total in zip(reversed(labels), reversed(totals), strict=True)
+                    for part in ((-total[row[h]] if larger else 0), row[h])
+                ]
+                return (*domains, -gpus[h] if most else 0, h)
+
+            name = "grouped by domain" if alloc.tiers else "listed"
+            name += ", largest domains first" if larger and alloc.tiers else ""
+            name += ", most GPUs first" if most else ""
+            found.append((name, tuple(sorted(range(len(gpus)), key=key))))
+    return found
 
 
 def _host_labels(alloc: Allocation) -> list[list[int]]:
