@@ -258,10 +258,13 @@ def place(
         raise TopologyError(f"step_time must be a callable taking a RankMap, got {show(step_time)}")
     if len({h.gpus for h in alloc.hosts}) > 1:
         return _place_mixed(topo, alloc, order, step_time)
+    labels = _host_labels(alloc)
+    distinct = _distinct_tiers(labels)
+    if len(distinct) < len(alloc.tiers):
+        return _place_distinct(topo, alloc, order, step_time, distinct)
     gpus = alloc.hosts[0].gpus
     slots = math.ceil(topo.world_size / gpus)
     names = (NODE_TIER, *(t.name for t in alloc.tiers))
-    labels = _host_labels(alloc)
     structure = _Structure.of(topo, gpus, slots)
     baseline = alloc.rank_map(topo.world_size, order=order)
     index = {host.name: i for i, host in enumerate(alloc.hosts)}
@@ -319,6 +322,69 @@ def place(
         step_time_after=after_time,
         exact=exact,
         bound=key_bound(labels, structure.families(), len(KIND_CLASSES), best_score.key()),
+    )
+
+
+def _distinct_tiers(labels: list[list[int]]) -> tuple[int, ...]:
+    """The tiers whose domains split the hosts as no earlier tier does (first of each split).
+
+    >>> _distinct_tiers([[0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 0, 0], [0, 0, 1, 1]])
+    (0, 2)
+    """
+    seen: set[tuple[int, ...]] = set()
+    keep = []
+    for tier, row in enumerate(labels):
+        if tuple(row) not in seen:
+            seen.add(tuple(row))
+            keep.append(tier)
+    return tuple(keep)
+
+
+def _place_distinct(
+    topo: Topology,
+    alloc: Allocation,
+    order: str,
+    step_time: StepTime | None,
+    keep: tuple[int, ...],
+) -> Arrangement:
+    """:func:`place` on an allocation where some tiers split the hosts as an earlier tier does
+    (a chain of switches over the same leaves): placed on the ``keep`` tiers only, then
+    counted on all. A repeated tier crosses exactly the groups of the tier it repeats, so its
+    entries of the key repeat an earlier entry of the same class: two orders compare on the
+    full key as on the kept one, and the proof and bound carry over entry by entry."""
+    tiers = [alloc.tiers[t] for t in keep]
+    hosts = [attrs.evolve(h, domains=tuple(h.domains[t] for t in keep)) for h in alloc.hosts]
+    world = topo.world_size
+    priced = None
+    if step_time is not None:
+
+        def priced(rank_map: RankMap) -> float:
+            return step_time(alloc.with_order(rank_map.host_order).rank_map(world))
+
+    part = place(topo, Allocation(hosts, tiers), order=order, step_time=priced)
+    labels = [tuple(row) for row in _host_labels(alloc)]
+    source = [keep[[labels[k] for k in keep].index(row)] for row in labels]
+    after = crossings(topo, alloc.with_order(part.hosts).rank_map(world))
+    bound = None
+    if part.bound is not None:
+        width = len(keep)
+        bound = tuple(
+            part.bound[c * width + keep.index(source[t])]
+            for c in range(len(KIND_CLASSES))
+            for t in range(len(alloc.tiers))
+        )
+    return Arrangement(
+        topology=topo,
+        allocation=alloc,
+        baseline=order,
+        hosts=part.hosts,
+        before=crossings(topo, alloc.rank_map(world, order=order)),
+        after=after,
+        method=part.method,
+        step_time_before=part.step_time_before,
+        step_time_after=part.step_time_after,
+        exact=part.exact,
+        bound=bound,
     )
 
 
