@@ -20,6 +20,7 @@ fails within that timeout instead of torch's 30 minutes.
 """
 
 from ._apply import apply
+from ._grow import grow
 from ._lost import agree_lost
 
-__all__ = ["agree_lost", "apply"]
+__all__ = ["agree_lost", "apply", "grow"]
