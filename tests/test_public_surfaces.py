@@ -52,7 +52,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     ),
     "topology_torch.compat.torchtitan": ("MeshNameError", "ParallelDims", "device_type"),
     "topology_torch.transfer": ("execute", "shards_of"),
-    "topology_torch.recovery": ("agree_lost", "apply"),
+    "topology_torch.recovery": ("agree_lost", "apply", "grow"),
     "topology_torch.compat.ezpz": (
         "destroy_tensor_parallel",
         "divide_and_check_no_remainder",
