@@ -187,7 +187,7 @@ def run_world(
                 agent.set("test/spawned", repr(time.time()))
                 processes += late
         for process in processes:
-            process.join(max(1.0, timeout - (time.monotonic() - started)))
+            process.join(timeout)
         alive = [p for p in processes if p.is_alive()]
         for process in alive:
             process.kill()

@@ -90,8 +90,8 @@ def _check_plan(groups: object, plan: object, store: object) -> Growth:
 def _check_tensors(tensors: object, parts: tuple[str, ...]) -> dict[str, tuple[torch.Tensor, ...]]:
     if not isinstance(tensors, Mapping):
         raise TopologyError(
-            f"tensors must map each part ({', '.join(parts)}) to this rank's tensors of it, "
-            f"got {type(tensors).__name__}; e.g. {{'dense': list(model.parameters())}}"
+            f"tensors must map each part ({', '.join(parts)}) to this rank's tensors of it, got "
+            f"{type(tensors).__name__}; e.g. {{'dense': list(model.parameters()), 'expert': []}}"
         )
     if sorted(map(str, tensors)) != sorted(parts):
         raise TopologyError(
@@ -119,11 +119,14 @@ def _check_tensors(tensors: object, parts: tuple[str, ...]) -> dict[str, tuple[t
 def _made(
     make: Any, grown: ProcessGroups, parts: tuple[str, ...]
 ) -> tuple[dict[str, tuple[torch.Tensor, ...]], str | None]:
-    """The tensors ``make(grown)`` returns, or this rank's problem with them (for step 4)."""
+    """The tensors ``make(grown)`` returns, or this rank's problem with them (for step 5:
+    every rank raises it)."""
     try:
         return _check_tensors(make(grown), parts), None
     except TopologyError as error:
         return {}, f"the tensors function: {error}"
+    except Exception as error:  # the caller's code: reported on every rank, not only here
+        return {}, f"the tensors function raised {type(error).__name__}: {error}"
 
 
 def _check_exchanges(plan: Growth) -> None:
@@ -192,7 +195,7 @@ def _layout(tensors: Sequence[torch.Tensor]) -> list[list[Any]]:
 
 
 def _mismatch(plan: Growth, me: int, tensors: Mapping[str, Sequence[torch.Tensor]]) -> str | None:
-    """The first difference between this rank's tensors and a source's, or None (step 4)."""
+    """The first difference between this rank's tensors and a source's, or None (step 5)."""
     store = c10d._get_default_store()
     store.set(f"{_PREFIX}/tensors/{me}", json.dumps({p: _layout(t) for p, t in tensors.items()}))
     for pull in plan.pulls_of(me):
