@@ -1,4 +1,5 @@
-"""How long a 16-rank gloo job (tp 2, pp 2, dp 4) takes to train on after each of three failures.
+"""How long a 16-rank gloo job (tp 2, pp 2, dp 4) takes to train on after each of three failures,
+and to grow back to its layout when new processes join.
 
 The scenario is ``tests/torch/recovery_run.py`` (the one ``tests/torch/test_recovery.py``
 checks): at steps 2, 4 and 6 torch ranks 10, 5 and 15 SIGKILL themselves; the survivors' next
@@ -13,15 +14,16 @@ step. Times are rank 0's wall clock (one host):
 - agreed -> first step: ``reshape`` + ``apply`` + the redone step;
 - kill -> first step: the total, at the first, second and third failure (the goal: within
   two step times plus ``timeout`` and ``deadline``);
+- rejoin -> grown / first step: a second scenario (``tests/torch/grow_run.py``): after one kill
+  (dp 4 -> 3) and two steps, 4 new processes start and every process calls
+  ``recovery.grow`` back to dp 4; from the joining processes' start (spawned, as a returning
+  host starts them) to ``grow`` returning, and to the first step of the original layout done
+  (the last stage's first rank's clock);
 - baseline: a restart of the same job (spawn, import torch, init, ``ProcessGroups.create``),
   measured in the same run from spawning to rank 0's groups; the ratio is the first
   failure's total / restart.
   Ranks start as a relaunch starts them, fresh interpreters (``spawn``), not forked from the
   test suite's preloaded server (``--start forkserver``, which hides the imports a restart pays).
-- grow back (``tests/torch/grow_run.py``, 8 ranks, tp 2, pp 2: a kill, dp 2 -> 1, then four
-  new processes join): grow called -> the grown steps done (``recovery.grow``: a new default
-  group, the layout's groups, the weights pulled, and the grown layout's first steps), and
-  kill -> grow called for scale.
 
 Medians over ``--repeat`` runs. Prints a table and writes ``benchmarks/results/
 bench_recovery.json``.
@@ -57,6 +59,10 @@ COLUMNS = (
     ("3rd kill -> first step", "killed 3", "first step 3"),
     ("restart (baseline)", "spawned", "created"),
 )
+GROWTH = (
+    ("rejoin -> grown", "spawned", "grown"),
+    ("rejoin -> first step", "spawned", "first step"),
+)
 
 
 def once(timeout: float, deadline: float) -> dict[str, float]:
@@ -74,17 +80,22 @@ def once(timeout: float, deadline: float) -> dict[str, float]:
             store="tcp",
         )
         times = {**json.loads(Path(out).read_text()), "spawned": spawned}
-    return {name: times[end] - times[start] for name, start, end in COLUMNS}
-
-
-def grow_once() -> dict[str, float]:
-    """One run of the grow-back scenario: its phases' seconds."""
-    times = grow_run.run()
-    steps = grow_run.STEPS - grow_run.GROW_STEP
-    return {
-        "kill -> grow called": times["grow"] - times["killed"],
-        f"grow -> {steps} grown steps done": times["grown steps done"] - times["grow"],
-    }
+    phases = {name: times[end] - times[start] for name, start, end in COLUMNS}
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "grow.json")
+        run_world(
+            16,
+            grow_run.run,
+            out,
+            timeout,
+            deadline,
+            killed=(grow_run.VICTIM,),
+            store="agent",
+            joining=grow_run.JOINING,
+            join=grow_run.join,
+        )
+        times = json.loads(Path(out).read_text())
+    return {**phases, **{name: times[end] - times[start] for name, start, end in GROWTH}}
 
 
 def main() -> None:
@@ -100,25 +111,20 @@ def main() -> None:
         test_world.context = lambda: mp.get_context("spawn")
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # store waits that time out warn
     runs = [once(args.timeout, args.deadline) for _ in range(1 if args.quick else args.repeat)]
-    medians = {name: statistics.median(r[name] for r in runs) for name, _, _ in COLUMNS}
+    medians = {name: statistics.median(r[name] for r in runs) for name, _, _ in COLUMNS + GROWTH}
     ratio = medians["kill -> first step"] / medians["restart (baseline)"]
     print(
         f"16 gloo ranks (tp 2, pp 2, dp 4), ranks {recovery_run.VICTIMS} killed; group timeout "
         f"{args.timeout} s, agree_lost deadline {args.deadline} s; median of {len(runs)} runs"
     )
-    for name, _, _ in COLUMNS:
+    for name, _, _ in COLUMNS + GROWTH:
         print(f"  {name:<22} {medians[name]:7.2f} s")
     print(f"  recovery / restart     {ratio:7.2f}x")
-    grown = [grow_once() for _ in range(1 if args.quick else args.repeat)]
-    grow_medians = {name: statistics.median(r[name] for r in grown) for name in grown[0]}
-    print("8 gloo ranks (tp 2, pp 2), rank 3 killed, dp 2 -> 1, 4 processes join, dp 1 -> 2:")
-    for name, value in grow_medians.items():
-        print(f"  {name:<28} {value:7.2f} s")
     write_result(
         args.out,
         {
             "world": 16,
-            "layout": "tp 2, pp 2, dp 4 -> 3 -> 2 -> 1",
+            "layout": "tp 2, pp 2, dp 4 -> 3 -> 2 -> 1; grown: dp 4 -> 3 -> 4",
             "victims": list(recovery_run.VICTIMS),
             "start": args.start,
             "timeout_s": args.timeout,
@@ -126,8 +132,6 @@ def main() -> None:
             "runs": runs,
             "median_s": medians,
             "recovery_over_restart": ratio,
-            "grow_runs": grown,
-            "grow_median_s": grow_medians,
         },
     )
 

@@ -36,6 +36,7 @@ __all__ = [
     "refuse",
     "release",
     "require_initialized",
+    "restart_counts",
     "retire",
 ]
 
@@ -137,6 +138,14 @@ def refuse(problem: TopologyError) -> NoReturn:
         deadline = DEFAULT_ARRIVAL
     join(f"create/{generation}", None, "", problem, deadline)
     raise problem  # pragma: no cover - join raises for a problem
+
+
+def restart_counts() -> None:
+    """Count ``create`` and ``verify`` calls from 0 again: they key the default store, and a new
+    default group (a grown world, :func:`topology_torch.recovery.grow`) has a fresh one in which
+    its joining processes, which never called them, count from 0 too."""
+    global _generation, _verifications
+    _generation = _verifications = 0
 
 
 def _default_timeout() -> timedelta | None:

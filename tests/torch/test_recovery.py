@@ -11,11 +11,12 @@ from unittest import mock
 
 import attrs
 import pytest
+import torch
 import torch.distributed as dist
 
-from tests.torch import recovery_run
-from tests.torch.world import fake_world, run_world
-from topology import Topology, TopologyError, reshape
+from tests.torch import grow_run, recovery_run
+from tests.torch.world import JOIN, fake_world, run_world
+from topology import Topology, TopologyError, grow, reshape
 from topology_torch import ProcessGroups, recovery
 
 SHORT = timedelta(milliseconds=200)
@@ -42,6 +43,29 @@ def test_the_survivors_train_on_after_each_of_three_failures_as_a_fresh_run_woul
     assert len(times["losses"]) == recovery_run.STEPS
     for n in range(1, len(recovery_run.VICTIMS) + 1):
         assert times[f"killed {n}"] < times[f"agreed {n}"] < times[f"first step {n}"]
+
+
+def test_after_a_kill_and_a_shrink_new_processes_grow_the_job_back_to_its_layout() -> None:
+    """dp 4 -> 3 after a kill, then 4 new processes join (no restart of the survivors): right
+    after the growth every replica holds the same weights, and the losses equal a fresh run of
+    the original layout from them (bitwise) and an uninterrupted run (to grow_run.RTOL)."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "times.json")
+        run_world(
+            16,
+            grow_run.run,
+            out,
+            TIMEOUT,
+            DEADLINE,
+            killed=(grow_run.VICTIM,),
+            store="agent",
+            joining=grow_run.JOINING,
+            join=grow_run.join,
+        )
+        with open(out) as file:
+            times = json.load(file)
+    assert len(times["losses"]) == grow_run.STEPS
+    assert times["killed"] < times["spawned"] < times["grown"] < times["first step"]
 
 
 def test_the_lowest_survivor_decides_that_the_silent_ranks_are_lost() -> None:
@@ -222,21 +246,66 @@ def test_agree_lost_refuses_a_bad_store_and_meets_without_a_default_group() -> N
                 recovery.agree_lost(groups, generation=1, deadline=SHORT)
 
 
-def test_the_job_grows_back_to_its_layout_without_restarting_the_survivors() -> None:
-    """Kill -> shrink (dp 2 -> 1) -> four new processes join -> the original layout: the new
-    ones pull their weights from the survivors, the grown job's losses and weights equal a fresh
-    run of the original layout from the weights at the growth (bitwise, inside the run), and
-    its losses an uninterrupted run's (to float rounding: the dp-1 steps summed in another
-    order)."""
-    from tests.torch import grow_run
+def _grow_checks(rank: int, world_size: int, wrong: int) -> None:
+    """Survivors of a dp 2 job; with ``joining`` processes (:func:`_grow_joiner`) that give
+    tensors of the wrong shape when ``wrong``: every rank raises the same TopologyError."""
+    groups = ProcessGroups.create(Topology(2))
+    plan = grow(groups.topology, Topology(4))
+    store = dist.distributed_c10d._get_default_store().underlying_store
+    if rank == 0:
+        store.set(JOIN, "1")  # run_world starts the joining processes
+    with pytest.raises(
+        TopologyError, match=r"ranks? .* refused recovery.grow, so no rank"
+    ) as error:
+        recovery.grow(groups, plan, _tensors(3), generation=0, store=store, backend="gloo")
+    assert "dense tensor 0 of new rank 2 is [4] torch.float32 but its source, new rank" in str(
+        error.value
+    )
 
-    result = grow_run.run()
-    with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "losses.json")
-        run_world(grow_run.LAYOUT.world_size, grow_run.uninterrupted, out)
-        with open(out) as file:
-            straight = json.load(file)
-    grown = result["grown"]
-    assert len(grown) == grow_run.STEPS - grow_run.GROW_STEP
-    assert grown == pytest.approx(straight[grow_run.GROW_STEP :], rel=1e-5, abs=1e-7)
-    assert result["killed"] < result["grow"] < result["grown steps done"]
+
+def _grow_joiner(index: int, store: object, wrong: int) -> None:
+    plan = grow(Topology(2), Topology(4))
+    with pytest.raises(TopologyError, match=r"refused recovery.grow"):
+        recovery.grow(None, plan, _tensors(wrong), generation=0, store=store, backend="gloo")
+
+
+def _tensors(size: int) -> dict[str, list[torch.Tensor]]:
+    return {"dense": [torch.zeros(size)], "expert": []}
+
+
+def test_tensors_shaped_unlike_their_source_make_every_rank_raise_before_anything_moves() -> None:
+    """2 survivors and 2 new processes, whose tensors have 4 elements where the holders' have
+    3: every process raises the same TopologyError naming the tensor and both ranks."""
+    run_world(2, _grow_checks, 4, store="agent", joining=2, join=_grow_joiner)
+
+
+def test_grow_refuses_misuse_before_anything_is_consumed() -> None:
+    """Another plan, layout, tensors, store; a joining process with a default group; more
+    joining processes than the plan's: a TopologyError on this rank, its groups intact."""
+    plan = grow(Topology(4, tp=2), Topology(8, tp=2))
+    call = {"generation": 0, "store": dist.HashStore(), "backend": "gloo"}
+    tensors = _tensors(3)
+    with fake_world(4, 1):
+        groups = ProcessGroups.create(Topology(4, tp=2))
+        cases = [
+            (groups, "plan", tensors, r"plan must be a topology.Growth, got str"),
+            (groups, grow(Topology(4), Topology(8)), tensors, r"starts from tp1.*dp4.* but these"),
+            (groups, plan, [], r"tensors must map each part \(dense, expert\) to this rank's"),
+            (groups, plan, {"dense": []}, r"names the parts \['dense'\] but this growth moves"),
+            (groups, plan, {"dense": torch.zeros(2), "expert": []}, r"\['dense'\] must be a li"),
+            (groups, plan, {"dense": [1], "expert": []}, r"\['dense'\]\[0\] must be a torch.Ten"),
+            (None, plan, tensors, r"groups is None but this process has a default group"),
+        ]
+        for mine, growth, given, message in cases:
+            with pytest.raises(TopologyError, match=message):
+                recovery.grow(mine, growth, given, **call)  # type: ignore[arg-type]
+        with pytest.raises(TopologyError, match=r"store must be a torch.distributed.Store"):
+            recovery.grow(groups, plan, tensors, generation=0, store={}, backend="gloo")
+        crossed = attrs.evolve(plan, pulls=(*plan.pulls, attrs.evolve(plan.pulls[0], rank=0)))
+        with pytest.raises(TopologyError, match=r"new rank 0 both sends and receives its dense"):
+            recovery.grow(groups, crossed, tensors, **call)  # type: ignore[arg-type]
+        assert groups.group("tp") is not None  # nothing consumed
+    store = dist.HashStore()
+    store.set("rank-topology/grow/0/joined", "4")  # the plan's 4 joining ranks are taken
+    with pytest.raises(TopologyError, match=r"joining process 5 but the growth has 4 joining"):
+        recovery.grow(None, plan, tensors, generation=0, store=store, backend="gloo")

@@ -12,9 +12,11 @@ import os
 import signal
 import socket
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import torch.distributed as dist
@@ -69,7 +71,11 @@ def _entry(
     import torch
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size)
+    if init_method.startswith("agent://"):  # a client of the store the parent hosts
+        client = _client(init_method)
+        dist.init_process_group("gloo", store=client, rank=rank, world_size=world_size)
+    else:
+        dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size)
     try:
         # every rank has connected to every other before any runs fn: a rank that returns at
         # once (and exits) must not close a connection another rank is still opening
@@ -79,7 +85,43 @@ def _entry(
         errors.put((rank, traceback.format_exc()))
         raise
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():  # fn may have left it (a growth makes a new one)
+            dist.destroy_process_group()
+
+
+JOIN = "test/join"
+"""The key a rank sets on the parent's store (``store="agent"``) to have the joining processes
+started."""
+
+
+def _client(address: str) -> Any:
+    host, port = address.removeprefix("agent://").rsplit(":", 1)
+    return dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=60))
+
+
+def _join_entry(
+    index: int,
+    address: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    errors: Any,
+    environ: dict[str, str],
+) -> None:
+    """A process started later: no default group; ``fn(index, store, *args)``."""
+    os.environ.clear()
+    os.environ.update(environ)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        fn(index, _client(address), *args)
+    except BaseException:
+        errors.put((1000 + index, traceback.format_exc()))
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def run_world(
@@ -89,19 +131,28 @@ def run_world(
     timeout: float = 120,
     killed: Collection[int] = (),
     store: str = "file",
+    joining: int = 0,
+    join: Callable[..., Any] | None = None,
 ) -> None:
     """Call ``fn(rank, world_size, *args)`` on ``world_size`` new gloo ranks; re-raise failures.
 
     ``fn`` must be a module-level function (it is pickled into each process). The default group
     is initialised before and destroyed after ``fn``. The ranks in ``killed`` must die of
     SIGKILL (a test of a lost rank kills it on purpose); every other rank must exit with 0.
-    ``store="tcp"`` meets on a TCPStore hosted by rank 0 (as ``torchrun`` does) instead of a file.
+    ``store="tcp"`` meets on a TCPStore hosted by rank 0 instead of a file; ``store="agent"`` on
+    one this process hosts (as torchrun's agent does), which outlives every rank. With
+    ``joining``, once a rank sets :data:`JOIN` on that store, ``joining`` more processes start
+    and call ``join(index, store, *args)`` (a client of the store, no default group).
     """
     starter = context()
     errors = starter.SimpleQueue()
     environ = dict(os.environ)
+    agent = None
     with tempfile.TemporaryDirectory() as folder:
-        if store == "tcp":
+        if store == "agent":
+            agent = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+            init_method = f"agent://127.0.0.1:{agent.port}"
+        elif store == "tcp":
             init_method = f"tcp://127.0.0.1:{_free_port()}"
         else:
             init_method = f"file://{os.path.join(folder, 'store')}"
@@ -115,6 +166,26 @@ def run_world(
         ]
         for process in processes:
             process.start()
+        started = time.monotonic()
+        if joining:
+            assert agent is not None and join is not None, "joining needs store='agent' and join"
+            while not agent.check([JOIN]) and any(p.is_alive() for p in processes):
+                if time.monotonic() - started > timeout:
+                    break
+                time.sleep(0.02)
+            if agent.check([JOIN]):
+                late = [
+                    starter.Process(
+                        target=_join_entry,
+                        args=(index, init_method, join, args, errors, environ),
+                        daemon=True,
+                    )
+                    for index in range(joining)
+                ]
+                for process in late:
+                    process.start()
+                agent.set("test/spawned", repr(time.time()))
+                processes += late
         for process in processes:
             process.join(timeout)
         alive = [p for p in processes if p.is_alive()]
@@ -128,7 +199,7 @@ def run_world(
             raise AssertionError(f"rank {rank} of {world_size} failed:\n{text}")
         if alive:
             raise AssertionError(f"{len(alive)} of {world_size} ranks hung past {timeout}s")
-        expected = [-signal.SIGKILL if rank in killed else 0 for rank in range(world_size)]
+        expected = [-signal.SIGKILL if rank in killed else 0 for rank in range(len(processes))]
         bad = {
             rank: p.exitcode
             for rank, (p, code) in enumerate(zip(processes, expected, strict=True))

@@ -1,4 +1,5 @@
-"""Go on after ranks die, without a restart: agree on the lost ranks, then apply a reshape.
+"""Go on after ranks die, without a restart: agree on the lost ranks, then apply a reshape;
+later grow back when hosts return.
 
 On a failure (a collective raised: a closed connection, or the groups' ``timeout`` passed),
 every survivor calls, with the same ``generation`` (0 at the first failure, one more at each
@@ -18,10 +19,16 @@ communicator the reshape reuses and makes the others among survivors only. Creat
 groups with ``ProcessGroups.create(..., timeout=...)`` so that a collective with a dead peer
 fails within that timeout instead of torch's 30 minutes.
 
-When hosts return, ``grow`` takes the job back to the original layout (``topology.grow``'s
-plan) without restarting the survivors: every member makes a new default group on the job's
-store, the survivors keep their weights, and each new process pulls its shard from every
-data-parallel holder at once.
+When hosts return or spares arrive, every survivor and each new process (``groups`` None)
+calls, with the same ``topology.grow`` plan and growth count ``n`` (0, 1, ...):
+
+>>> plan = topology.grow(groups.topology, original)  # doctest: +SKIP
+>>> call = {"generation": n, "store": store, "backend": "nccl"}  # doctest: +SKIP
+>>> groups = recovery.grow(groups, plan, tensors, **call)  # doctest: +SKIP
+
+``grow`` forms a new default group (torch cannot add processes to one) and the new layout's
+groups, and moves each joining rank's weights from every holder of its shard at once; the
+survivors keep theirs in memory.
 """
 
 from ._apply import apply
