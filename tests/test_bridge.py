@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology import Bridge, Module, Topology, TopologyError, bridge
+from topology import AxisGroups, Bridge, Grid, Module, Topology, TopologyError, bridge
 from topology.strategies import topologies
 
 LAWS = settings(max_examples=30)
@@ -202,3 +202,32 @@ def test_bridge_errors() -> None:
         bridge(one, one)
     with pytest.raises(TopologyError, match=r"zigzag must be True or False, got 1"):
         bridge(one, Module("b", Topology(4)), zigzag=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"batch_axes": "dp"}, r"batch_axes must be a list of axis names, got 'dp'; e\.g\."),
+        ({"batch_axes": ("dp", "dpp")}, r"batch_axes names 'dpp', an axis of neither module"),
+        ({"sequence_axes": [1]}, r"sequence_axes must be a list of axis names, got \[1\]"),
+        ({"sequence_axes": ("cp", "cq")}, r"sequence_axes names 'cq'.*valid: cp, dp, gtp, pp, tp$"),
+        ({"stage_axis": ["pp"]}, r"stage_axis must be one axis name, got \['pp'\]"),
+        ({"stage_axis": "ppp"}, r"stage_axis names 'ppp'"),
+    ],
+)
+def test_bridge_refuses_axes_it_would_misread(options: dict[str, object], message: str) -> None:
+    """A string where a list of axes is meant (read letter by letter it gave one lane) and a
+    name no module has (a typo was skipped) are refused, naming the value and the valid names."""
+    one, two = Module("a", Topology(4)), Module("b", Topology(4), rank_offset=4)
+    with pytest.raises(TopologyError, match=message):
+        bridge(one, two, **options)  # type: ignore[arg-type]
+
+
+def test_a_grid_modules_own_axes_are_valid_bridge_axes() -> None:
+    """A grid module's axis names are valid beside Megatron's: 'data' makes 2 sender lanes
+    (lcm with the receiver's 3 dp lanes: 6 units; 3 if it were skipped)."""
+    grid = AxisGroups(Grid(("data", "model"), (2, 2)))
+    link = bridge(
+        Module("a", grid), Module("b", Topology(3), rank_offset=4), batch_axes=("data", "dp")
+    )
+    assert link.batch_units == 6

@@ -32,6 +32,7 @@ import attrs
 from .._args import show
 from .._errors import TopologyError
 from .._layout.grid import Grid
+from .._megatron.kinds import DENSE_KINDS
 from .._megatron.topology import Topology
 from .module import Module, span_text
 
@@ -165,8 +166,7 @@ def _side(
     sequence_axes: Sequence[str],
     stage_axis: str,
 ) -> _Side:
-    layout = module.layout
-    grid = layout.dense if isinstance(layout, Topology) else layout.grid
+    grid = _grid_of(module)
     batch, sequence = _axes_of(grid, batch_axes), _axes_of(grid, sequence_axes)
     stages = grid.size(stage_axis) if stage_axis in grid.axes else 1
     boundary = stages - 1 if last else 0
@@ -216,6 +216,44 @@ def _check(value: object, name: str) -> Module:
     return value
 
 
+_DENSE_AXES = frozenset(axis for axes in DENSE_KINDS.values() for axis in axes)
+"""The axes a Topology's dense grid may have (one of size 1 is left out of the grid)."""
+
+
+def _grid_of(module: Module) -> Grid:
+    layout = module.layout
+    return layout.dense if isinstance(layout, Topology) else layout.grid
+
+
+def _known_axes(*modules: Module) -> frozenset[str]:
+    """The axis names a bridge of ``modules`` may name: Megatron's dense axes (the defaults;
+    present or not) and each grid module's own axes."""
+    known = set(_DENSE_AXES)
+    for module in modules:
+        known |= set(_grid_of(module).axes)
+    return frozenset(known)
+
+
+def _axis_names(value: object, name: str, known: frozenset[str], example: str) -> tuple[str, ...]:
+    """``value`` as a tuple of axis names, each one ``known`` (a string is refused: it would be
+    read letter by letter)."""
+    if (
+        isinstance(value, str)
+        or not isinstance(value, Sequence)
+        or not all(isinstance(axis, str) for axis in value)
+    ):
+        raise TopologyError(
+            f"{name} must be a list of axis names, got {show(value)}; e.g. {name}={example}"
+        )
+    unknown = [axis for axis in value if axis not in known]
+    if unknown:
+        raise TopologyError(
+            f"{name} names {show(unknown[0])}, an axis of neither module nor of Megatron's "
+            f"dense grid; valid: {', '.join(sorted(known))}"
+        )
+    return tuple(value)
+
+
 def bridge(
     sender: Module,
     receiver: Module,
@@ -241,7 +279,8 @@ def bridge(
         A :class:`Bridge`.
 
     Raises:
-        TopologyError: for arguments that are not modules, or a module bridged to itself.
+        TopologyError: for arguments that are not modules, a module bridged to itself, axes
+            given as a string (not a list of names) or naming an axis of neither module.
     """
     sender, receiver = _check(sender, "sender"), _check(receiver, "receiver")
     if sender.name == receiver.name:
@@ -251,6 +290,12 @@ def bridge(
         )
     if type(zigzag) is not bool:
         raise TopologyError(f"zigzag must be True or False, got {show(zigzag)}")
+    known = _known_axes(sender, receiver)
+    batch_axes = _axis_names(batch_axes, "batch_axes", known, "('dp',)")
+    sequence_axes = _axis_names(sequence_axes, "sequence_axes", known, "('cp',)")
+    if type(stage_axis) is not str:
+        raise TopologyError(f"stage_axis must be one axis name, got {show(stage_axis)}; e.g. 'pp'")
+    (stage_axis,) = _axis_names((stage_axis,), "stage_axis", known, "'pp'")
     src = _side(sender, True, batch_axes, sequence_axes, stage_axis)
     dst = _side(receiver, False, batch_axes, sequence_axes, stage_axis)
     k = 2 if zigzag else 1
