@@ -4,7 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== ruff" && ruff check src tests benchmarks && ruff format --check src tests benchmarks
-echo "== mypy --strict (topology)" && mypy
+# One command per line: under `set -e` a failing command before `&&` does not stop the script.
+echo "== ruff"
+ruff check src tests benchmarks
+ruff format --check src tests benchmarks
+echo "== mypy --strict (topology)"
+mypy
 echo "== pytest"
 python -m pytest -n 2 -q "$@"

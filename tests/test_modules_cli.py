@@ -118,6 +118,33 @@ def test_place_writes_the_hostfile(two: str, tmp_path: Path) -> None:
     assert code == 0 and out.read_text().split() == json.loads(text)["hosts"]
 
 
+MIMO = """\
+[[module]]
+name = "vision"
+num_ranks = 8
+
+[[module]]
+name = "language"
+num_ranks = 16
+tp = 2
+ep = 4
+gtp_remat = 2
+rank_offset = 8
+"""
+
+
+def test_mimo_spelling_reads_as_megatron_mimo_builds(tmp_path: Path) -> None:
+    """A file in MIMO's ModuleGridSpec spelling reads with MIMO's names and expert default
+    (expt_tp 1, where world_size/tp spelling takes etp = tp): the language module's expert
+    tp groups are single ranks, its dense tp groups pairs."""
+    found = read_modules(_write(tmp_path, "mimo.toml", MIMO))
+    language = found.module("language").layout
+    assert language == Topology(16, tp=2, ep=4, etp=1, gtp=2, rank_offset=8)
+    assert (language.etp, language.tp, language.gtp) == (1, 2, 2)
+    ours = MIMO.replace("num_ranks", "world_size").replace("gtp_remat", "gtp")
+    assert read_modules(_write(tmp_path, "ours.toml", ours)).module("language").layout.etp == 2
+
+
 def test_check_help_documents_the_format() -> None:
     """topology check --help names --modules and the [[module]] format."""
     code, out, _ = _run(["check", "--help"])
@@ -131,6 +158,12 @@ BAD = [
     ('[[module]]\nname = "a"\nworld_size = 6\ntp = 4\n', r"module 'a' holds an invalid layout"),
     ('[module]\nname = "a"\n', r"'module' must list 1 to 64 tables, got dict"),
     ("layout = 1\n", r"must hold one list 'module' of tables"),
+    (
+        '[[module]]\nname = "a"\nnum_ranks = 8\netp = 2\n',
+        r"module 'a' holds an invalid layout: MIMO's ModuleGridSpec has no field 'etp' \(this "
+        r"project's name for 'expt_tp'\)",
+    ),
+    ('[[module]]\nname = "a"\nnum_ranks = "8"\n', r"module 'a' holds an invalid layout: .*'8'"),
     (
         '[[module]]\nname = "a"\nworld_size = 8\n[[module]]\nname = "b"\nworld_size = 8\n'
         "rank_offset = 4\n",

@@ -77,4 +77,6 @@ def test_a_401_tier_switch_chain_places_as_its_leaves() -> None:
     alone = place(topo, Allocation(leaves, [Tier("leaf")]))
     assert (found.hosts, found.method) == (alone.hosts, alone.method)
     assert found.after.count("pp", "leaf") == alone.after.count("pp", "leaf")
-    assert {found.after.count(kind, f"c{k}") for kind in found.after.kinds for k in range(400)} == {0}
+    assert {found.after.count(kind, f"c{k}") for kind in found.after.kinds for k in range(400)} == {
+        0
+    }

@@ -50,6 +50,7 @@ EXPECTED = [
     "expand_hostlist",
     "grow",
     "hierarchical_groups",
+    "mimo_layout",
     "param_placement",
     "place",
     "place_modules",

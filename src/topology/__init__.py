@@ -29,6 +29,7 @@ from ._megatron.rank_info import RankInfo
 from ._megatron.split.split import PipelineSplit
 from ._megatron.topology import Topology
 from ._modules.bridge import Bridge, Handoff, bridge
+from ._modules.mimo import mimo_layout
 from ._modules.module import Module
 from ._modules.modules import Modules
 from ._modules.schedule import Creation
@@ -93,6 +94,7 @@ __all__ = [
     "expand_hostlist",
     "grow",
     "hierarchical_groups",
+    "mimo_layout",
     "param_placement",
     "place",
     "place_modules",

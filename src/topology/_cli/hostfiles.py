@@ -25,7 +25,6 @@ import argparse
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 
-from .._machine.rankmap import RankMap
 from .common import Once
 
 __all__ = [

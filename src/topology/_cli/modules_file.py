@@ -15,7 +15,10 @@ module's first rank)::
     pp = 2
     rank_offset = 8
 
-(JSON: ``{"module": [{"name": "vision", "world_size": 8}, ...]}``.) The spans are all equal
+(JSON: ``{"module": [{"name": "vision", "world_size": 8}, ...]}``.) A table with ``num_ranks``
+is in Megatron MIMO's ``ModuleGridSpec`` spelling (``num_ranks``, ``gtp_remat``, ``expt_tp``,
+``expt_gtp_remat``) and takes MIMO's defaults (``expt_tp`` 1, where ``etp`` defaults to ``tp``):
+:func:`topology.mimo_layout`. The spans are all equal
 (colocated modules) or disjoint and tile ``[0, world_size)``. Read through the same bounded
 reader as ``--config``; every problem is one error that names the file and the module.
 """
@@ -28,6 +31,7 @@ from .._args import show
 from .._datafile import read_data
 from .._errors import TopologyError
 from .._megatron.topology import Topology
+from .._modules.mimo import mimo_layout
 from .._modules.module import Module
 from .._modules.modules import Modules
 from .common import TOPOLOGY_SCHEMA, CliError, check_table, one_line
@@ -78,6 +82,11 @@ def _module(label: str, index: int, table: Any) -> Module:
             f"{where}: name must be a non-empty string of at most 100 characters, got {show(name)}"
         )
     where = f"{label}: module {name!r}"
+    if "num_ranks" in fields:  # Megatron MIMO's ModuleGridSpec spelling and defaults
+        try:
+            return Module(name, mimo_layout(fields))
+        except TopologyError as error:
+            raise CliError(f"{where} holds an invalid layout: {one_line(error)}") from None
     check_table(where, "", fields, TOPOLOGY_SCHEMA)
     if "world_size" not in fields:
         raise CliError(f"{where} has no world_size; give its number of ranks")

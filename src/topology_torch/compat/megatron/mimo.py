@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 import torch.distributed as dist
 
-from topology import Module, Modules, Topology, TopologyError
+from topology import Module, Modules, Topology, TopologyError, mimo_layout
 
 from ..._agreement import Proposal, agree, arrival_deadline, barrier, fingerprint
 from ..._args import check_index, check_size
@@ -162,17 +162,11 @@ class ModuleGridSpec:
         return self.num_ranks
 
     def topology(self) -> Topology:
-        """The core's layout of this module at rank 0: base grid dense, expert view expert."""
-        return Topology(
-            self.num_ranks,
-            tp=self.tp,
-            cp=self.cp,
-            pp=self.pp,
-            ep=self.ep,
-            etp=self.expt_tp,
-            gtp=self.gtp_remat,
-            egtp=self.expt_gtp_remat,
-        )
+        """The core's layout of this module at rank 0: base grid dense, expert view expert
+        (``topology.mimo_layout``: one translation of MIMO's names and defaults)."""
+        fields = attrs.asdict(self)
+        del fields["name"], fields["rank_offset"]
+        return mimo_layout(fields)
 
 
 def modules_of(specs: Sequence[ModuleGridSpec]) -> Modules:
