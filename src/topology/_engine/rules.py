@@ -33,7 +33,6 @@ Algorithm (the cuts; ``n`` ranks in the group, this rank's index ``i``):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 
@@ -411,7 +410,11 @@ def _part(
     return CUTS[rule.cut](cut)
 
 
-def _sibling_shape(model: Architecture, role: str, sibling: str, shape: tuple[int, ...]) -> Any:
+def _sibling_shape(
+    model: Architecture, role: str, sibling: str, shape: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The global shape of ``sibling``, a part fused with ``role`` (``role`` itself: ``shape``,
+    checked against the model when the model sets its rows)."""
     rows = _PART_ROWS.get(sibling)
     if rows is None:
         return shape
@@ -462,20 +465,24 @@ target=((1, 2), (16, 32), (0, 8))),))
     shape = _check_shape(shape)
     rank = check_index("rank", rank, at_most=layout.world_size - 1, why="the engine's last rank")
     rule = rule_of(layout, model, role)
-    own, offset, local_shape = _part(layout, model, role, shape, rank), 0, None
-    if rule.parts:
-        parts = [
-            _part(layout, model, part, _sibling_shape(model, role, part, shape), rank)
-            for part in rule.parts
-        ]
-        mine = rule.parts.index(role)
-        own, offset = parts[mine], sum(part.shape[0] for part in parts[:mine])
-        local_shape = _resized(own.shape, 0, sum(part.shape[0] for part in parts))
-    local_shape = local_shape or own.shape
+    _check_expert(model, role, expert)
+    fused = rule.parts or (role,)
+    parts = [
+        _part(
+            layout,
+            model,
+            part,
+            _sibling_shape(model, role, part, shape) if rule.parts else shape,
+            rank,
+        )
+        for part in fused
+    ]
+    mine = fused.index(role)
+    own, offset = parts[mine], sum(part.shape[0] for part in parts[:mine])
+    local_shape = _resized(own.shape, 0, sum(part.shape[0] for part in parts))
     target = None if own.source is None else _at(own.source, offset)
     if rule.expert:
         return _expert_holding(layout, model, rule, rank, expert, local_shape, own.source, target)
-    _no_expert(role, expert)
     pieces = () if own.source is None or target is None else (Piece(own.source, target),)
     return Holding(rule.param, local_shape, pieces)
 
@@ -488,12 +495,24 @@ def _at(source: Box, offset: int) -> Box:
     )
 
 
-def _no_expert(role: str, expert: object) -> None:
-    if expert is not None:
+_EXPERT_ROLES = ("expert_gate", "expert_up", "expert_down")
+
+
+def _check_expert(model: Architecture, role: str, expert: object) -> None:
+    """An expert index for a routed expert's tensor (in range), none for any other."""
+    if role not in _EXPERT_ROLES:
+        if expert is not None:
+            raise TopologyError(
+                f"role {role} is not a routed expert's, got expert={show(expert)}; give expert "
+                f"only for {', '.join(_EXPERT_ROLES)}"
+            )
+        return
+    if expert is None:
         raise TopologyError(
-            f"role {role} is not a routed expert's, got expert={show(expert)}; give expert only "
-            "for expert_gate, expert_up and expert_down"
+            f"a routed expert's tensor needs its expert index, got none; give expert in "
+            f"range({model.experts})"
         )
+    check_index("expert", expert, at_most=model.experts - 1, why="the model's last expert")
 
 
 def _expert_holding(
@@ -506,12 +525,7 @@ def _expert_holding(
     source: Box | None,
     target: Box | None,
 ) -> Holding:
-    if expert is None:
-        raise TopologyError(
-            f"a routed expert's tensor needs its expert index, got none; give expert in "
-            f"range({model.experts})"
-        )
-    check_index("expert", expert, at_most=model.experts - 1, why="the model's last expert")
+    assert expert is not None  # _check_expert gave an expert's tensor its index
     ranks, index = layout.group("expert_ep", rank)
     mine = PLACEMENTS[layout.engine](model.experts, ranks, index, layout.placement)
     shape = (len(mine), *local_shape)
