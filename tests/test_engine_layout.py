@@ -7,7 +7,7 @@ Sources transcribed (read from the released wheels, vLLM 0.33.0 = commit g4ba787
 and 1198-1244 (``enable_expert_parallel``: ``ep_size = tp * dp``, expert tp 1); SGLang
 ``python/sglang/srt/runtime_context.py`` 79-92 (attention ranks: ``tp_rank % attn_tp_size``),
 106-134 (``moe_ep_rank = tp_rank % tp // moe_tp``, ``moe_tp_rank = tp_rank % moe_tp``) and
-150-151 (``moe_tp_size = tp // ep // moe_dp``).
+154 (``moe_tp_size = tp // ep // moe_dp``).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_vllm_experts_span_every_rank() -> None:
 
 
 def test_sglang_cuts_experts_over_ep_and_what_tp_leaves() -> None:
-    """SGLang: moe_tp = tp / ep, ep rank = tp_rank // moe_tp (runtime_context.py 106-151)."""
+    """SGLang: moe_tp = tp / ep, ep rank = tp_rank // moe_tp (runtime_context.py 106-154)."""
     layout = EngineLayout.from_string("engine=sglang,tp=8,ep=4,dp=2")
     assert layout.world_size == 16
     assert layout.group("expert_ep", 5) == (4, 2)

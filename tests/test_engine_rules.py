@@ -13,9 +13,11 @@ g4ba787ec9) and SGLang 0.5.23; each golden's docstring cites the file and lines.
 
 from __future__ import annotations
 
+import doctest
 import itertools
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -510,3 +512,12 @@ def test_expert_index_is_checked() -> None:
         holding(layout, "expert_gate", (4, 2), model, 0, 4)
     with pytest.raises(TopologyError, match=r"^role q is not a routed expert's, got expert=1"):
         holding(layout, "q", (4, 2), model, 0, 1)
+
+
+def test_the_engines_doc_example_prints_what_the_code_computes() -> None:
+    """docs/engines.md's worked example runs (its numbers are the rules' output)."""
+    doc = Path(__file__).resolve().parents[1] / "docs" / "engines.md"
+    result = doctest.testfile(
+        str(doc), module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE
+    )
+    assert result.attempted >= 5 and result.failed == 0
