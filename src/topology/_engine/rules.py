@@ -117,7 +117,8 @@ def _resized(shape: tuple[int, ...], dim: int, size: int) -> tuple[int, ...]:
 
 @attrs.frozen
 class _Cut:
-    """What a cut needs: the tensor, its role and layer (for messages), the group and the count."""
+    """What a cut needs: the tensor, its role and layer (for messages), the group's size and
+    this rank's index in it, the count the group must divide, and the dim being cut."""
 
     engine: str
     role: str
@@ -127,6 +128,7 @@ class _Cut:
     index: int
     unit: str
     count: int
+    dim: int = 0
 
     def refuse(self, rule: str, valid: list[int]) -> TopologyError:
         return TopologyError(
@@ -149,8 +151,6 @@ class _Cut:
                 divisors(self.count),
             )
         return self.shape[dim] // self.size
-
-    dim: int = 0
 
 
 def _whole(cut: _Cut) -> _Part:
@@ -360,10 +360,9 @@ def _even_experts(experts: int, ranks: int, index: int, placement: str) -> range
 PLACEMENTS: dict[str, Callable[[int, int, int, str], range]] = {
     "vllm": _vllm_experts,
     "sglang": _even_experts,
-    "hf": _vllm_experts,
 }
-"""How each engine places routed experts on its expert-parallel ranks (experts, ranks, index,
-placement) -> the rank's experts in local order."""
+"""How each engine that cuts experts places them on its expert-parallel ranks: (experts, ranks,
+index, placement) -> the rank's experts in local order (``hf`` holds every expert whole)."""
 
 
 def rule_of(layout: EngineLayout, model: Architecture, role: str) -> Rule:
