@@ -228,6 +228,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "topology._megatron": ("topology._layout",),
     "topology._machine": (),
     "topology._architecture": (),
+    "topology._engine": ("topology._architecture",),
     "topology._modules": ("topology._layout", "topology._megatron", "topology._machine"),
     "topology._transfer": (
         "topology._layout",
@@ -255,7 +256,8 @@ and itself). The machine (hosts, tiers, allocations, ``Cluster``) stands apart f
 algebra and below everything that reasons about real hardware; modules, transfers and reshapes
 never reach into the pre-launch checks. The model table (``_architecture``: a decoder's shapes and
 published sizes, the presets) stands apart too, below the two layers that read it: the transfer's
-weight lists and the cost model. ``_cli``, ``strategies`` and the package root sit on
+weight lists and the cost model. The generation engines' layouts and sharding rules (``_engine``)
+read only the model table (roles, head counts). ``_cli``, ``strategies`` and the package root sit on
 top and may import any layer."""
 
 
