@@ -76,6 +76,21 @@ def test_host_set_count_equals_the_rank_walk(topo: Topology, data: st.DataObject
     assert found.crossing == _reference(topo, alloc)
 
 
+def test_a_last_host_larger_than_the_others_is_not_one_block() -> None:
+    """Hosts of 4, 4 and 6 GPUs, 13 ranks: the last host runs 5 ranks, more than the others'
+    4, so a block of 4 ranks is not a host there (the bug hypothesis found: rank 12 was read
+    as a fourth host). The count equals the rank walk, and by hand: ranks 5-12 on h0 0-3, h1
+    4-7 (d1), h2 8-12 (d0); pp pairs (5, 9), (6, 10), (7, 11) cross h1|h2, (8, 12) does not;
+    cp pair (7, 8) crosses, the other three do not."""
+    hosts = [Host("h0", 4, ("d0",)), Host("h1", 4, ("d1",)), Host("h2", 6, ("d0",))]
+    alloc = Allocation(hosts, [Tier("t0", nvlink=True)])
+    topo = Topology(8, pp=2, cp=2, rank_offset=5)
+    found = crossings(topo, alloc.rank_map(13))
+    assert found.crossing == _reference(topo, alloc)
+    assert (found.count("pp", "node"), found.count("pp", "t0")) == (3, 3)
+    assert (found.count("cp", "node"), found.count("cp", "t0")) == (1, 1)
+
+
 @settings(max_examples=100, deadline=None)
 @given(topologies(max_world_size=64), st.sampled_from([1, 2, 3, 4, 5, 6, 7, 8, 12, 16]))
 def test_slot_sets_equal_the_walk_for_any_block(topo: Topology, gpus: int) -> None:

@@ -323,7 +323,8 @@ def _unit_hosts(rank_map: RankMap) -> tuple[int, list[int] | None] | None:
     :data:`_UNIT_LIMIT` blocks."""
     full = [host.gpus for host in rank_map.hosts[:-1]] or [rank_map.hosts[0].gpus]
     unit = math.gcd(*full)
-    if all(gpus == unit for gpus in full):
+    last = rank_map.world_size - sum(full) if len(rank_map.hosts) > 1 else 0
+    if all(gpus == unit for gpus in full) and last <= unit:
         return unit, None
     if -(-rank_map.world_size // unit) > _UNIT_LIMIT:
         return None
