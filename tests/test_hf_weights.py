@@ -346,3 +346,29 @@ def test_transfer_takes_a_config_path(tmp_path: Path, capsys: pytest.CaptureFixt
     missing = [*args[:-1], str(tmp_path / "nope.json")]
     assert main(missing) == 2
     assert "cannot read config.json" in capsys.readouterr().err
+
+
+def test_the_cost_commands_take_a_config_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`simulate --model DIR` costs the config's model with its shapes' sum as its count."""
+    from topology._cli.common import cost_model_from_arg
+
+    _write(tmp_path, {**LLAMA, "architectures": ["MixtralForCausalLM"], "num_local_experts": 4,
+                      "num_experts_per_tok": 2})  # fmt: skip
+    model = cost_model_from_arg(str(tmp_path))
+    listed = weights(read_model_config(tmp_path))
+    assert model.parameters == sum(p.nbytes // p.itemsize for p in listed)
+    assert model.expert_parameters == sum(
+        p.nbytes // p.itemsize for p in listed if p.expert is not None
+    )
+    assert (model.experts, model.top_k, model.layers) == (4, 2, 2)
+    assert (
+        attrs.evolve(cost_model_from_arg(str(tmp_path / "config.json")), name=model.name) == model
+    )
+    args = ["simulate", "-w", "8", "--tp", "2", "--gpus-per-node", "8", "--model", str(tmp_path)]
+    assert main(args) == 0
+    assert capsys.readouterr().out.startswith(f"{tmp_path} on h100")
+    _write(tmp_path, {"architectures": ["BertModel"]})
+    assert main(args) == 2
+    assert "not a family this reads" in capsys.readouterr().err

@@ -17,8 +17,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
+import attrs
+
 from .._architecture.architecture import Architecture
-from .._architecture.config import read_model_config
+from .._architecture.config import model_from_config, read_model_config
 from .._architecture.presets import ARCHITECTURES
 from .._args import MAX_WORLD_SIZE, check_index, check_size, show
 from .._datafile import read_data
@@ -624,3 +626,34 @@ def model_from_arg(value: str) -> Architecture:
         f"unknown --model value {shorten(value)!r}; valid: {', '.join(ARCHITECTURES)}, or a "
         "config.json file or a folder holding one"
     )
+
+
+def cost_model_from_arg(value: str) -> Any:
+    """``--model``'s cost model (``topology.cost.Model``): a preset, a JSON file of Model
+    fields, or a Hugging Face ``config.json`` (or its folder), costed with the sum of its
+    shapes (``topology.weights``) as its parameter count.
+
+    Raises:
+        TopologyError: an unknown preset, an unreadable or invalid file or config.
+
+    >>> cost_model_from_arg("llama-7b").parameters
+    6740000000.0
+    """
+    from topology.cost import Model, load_model
+
+    from .._transfer.weights import weights
+
+    if os.path.isdir(value):
+        architecture = read_model_config(value)
+    elif value.endswith(".json") and os.path.isfile(value):
+        data = read_data(value, f"model file {show(value)}")  # load_model's label
+        if not isinstance(data, dict) or "architectures" not in data:
+            return load_model(value)
+        architecture = model_from_config(data, f"config.json {quoted_path(value)}")
+    else:
+        return load_model(value)
+    listed = weights(architecture)
+    total = sum(p.nbytes // p.itemsize for p in listed)
+    experts = sum(p.nbytes // p.itemsize for p in listed if p.expert is not None)
+    counted = attrs.evolve(architecture, parameters=total, expert_parameters=experts)
+    return Model.from_architecture(value, counted)
