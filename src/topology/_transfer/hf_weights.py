@@ -126,6 +126,7 @@ RULES = {
     "decoder.final_layernorm.weight": _one("model.norm.weight", "norm"),
     "output_layer.weight": _one("lm_head.weight", "lm_head"),
     "self_attention.linear_qkv.layer_norm_weight": _one(_AT + "input_layernorm.weight", "norm"),
+    "input_layernorm.weight": _one(_AT + "input_layernorm.weight", "norm"),
     "self_attention.linear_qkv.weight": _qkv("weight"),
     "self_attention.linear_qkv.bias": _qkv("bias"),
     "self_attention.q_layernorm.weight": _one(_SELF + "q_norm.weight", "norm"),
@@ -141,7 +142,8 @@ RULES = {
     ),
     "self_attention.linear_kv_up_proj.weight": _one(_SELF + "kv_b_proj.weight", "kv_b"),
     "self_attention.linear_proj.weight": _one(_SELF + "o_proj.weight", "o"),
-    "mlp.pre_mlp_layernorm.weight": _one(_AT + "post_attention_layernorm.weight", "norm"),
+    "mlp.linear_fc1.layer_norm_weight": _one(_AT + "post_attention_layernorm.weight", "norm"),
+    "pre_mlp_layernorm.weight": _one(_AT + "post_attention_layernorm.weight", "norm"),
     "mlp.linear_fc1.weight": _fc1(_AT + "mlp.", ("gate_proj", "up_proj"), ("gate", "up")),
     "mlp.linear_fc2.weight": _one(_AT + "mlp.down_proj.weight", "down"),
     "mlp.router.weight": _one(_AT + "{moe}.gate.weight", "router"),
@@ -160,11 +162,12 @@ RULES = {
     ),
 }
 """Each Megatron weight (its name past ``decoder.layers.{layer}.``, the expert as ``{e}``) and
-the Hugging Face tensors it is made of. Layernorms follow Megatron's Transformer Engine spec:
-``input_layernorm`` is ``linear_qkv.layer_norm_weight``, MLA's ``q_a_layernorm`` and
-``kv_a_layernorm`` the ``layer_norm_weight`` of the up-projections; ``post_attention_layernorm``
-is ``mlp.pre_mlp_layernorm.weight`` in every layer (see ``topology.weights``). The router's bias
-is Megatron's ``router.expert_bias`` (Megatron-Bridge's mapping)."""
+the Hugging Face tensors it is made of. Layernorms follow megatron-core's Transformer Engine
+spec (see ``topology.weights``): ``input_layernorm`` is ``linear_qkv.layer_norm_weight`` (MLA:
+``input_layernorm.weight``), ``post_attention_layernorm`` is ``mlp.linear_fc1.layer_norm_weight``
+in a dense layer and ``pre_mlp_layernorm.weight`` in an MoE layer, MLA's ``q_a_layernorm`` and
+``kv_a_layernorm`` the ``layer_norm_weight`` of the up-projections. The router's bias is
+Megatron's ``router.expert_bias`` (Megatron-Bridge's mapping)."""
 
 
 def _key(param: Param) -> str:

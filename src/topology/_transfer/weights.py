@@ -4,10 +4,12 @@
 model table (``topology._architecture.presets``), in Megatron's module order. QKV is one
 column-parallel weight (Megatron groups it by query group, so tp cuts it contiguously);
 ``linear_fc1`` is gate and up fused (two parts); MLA's down-projections are replicated.
-Norms follow Megatron's Transformer Engine spec where a norm fuses into the linear after it
-(``linear_qkv.layer_norm_weight`` is the input norm, MLA's ``linear_q_up_proj.layer_norm_weight``
-and ``linear_kv_up_proj.layer_norm_weight`` the latent norms); the norm before the MLP is kept as
-``mlp.pre_mlp_layernorm.weight`` in every layer (dense and MoE alike). Tied embeddings list one
+Norms are named as megatron-core's Transformer Engine layer spec (``gpt_layer_specs.py``) holds
+them: fused into the linear after them where that linear is a ``TELayerNormColumnParallelLinear``
+(the input norm is ``self_attention.linear_qkv.layer_norm_weight``, a dense MLP's norm
+``mlp.linear_fc1.layer_norm_weight``, MLA's latent norms ``linear_q_up_proj.layer_norm_weight``
+and ``linear_kv_up_proj.layer_norm_weight``), a norm of its own otherwise (an MLA layer's
+``input_layernorm.weight``, an MoE layer's ``pre_mlp_layernorm.weight``). Tied embeddings list one
 ``embedding.word_embeddings.weight`` held by the first and last stages (position ``tied``) and
 no ``output_layer.weight``.
 
@@ -97,8 +99,8 @@ def _attention(model: Architecture, layer: int, itemsize: int) -> list[Param]:
     def w(name: str, shape: tuple[int, ...], sharding: str = "replicated") -> Param:
         return Param(f"{at}.{name}", shape, itemsize, sharding, layer=layer)
 
-    found = [w("linear_qkv.layer_norm_weight", (h,))]
     if model.mla is None:
+        found = [w("linear_qkv.layer_norm_weight", (h,))]
         qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
         found.append(w("linear_qkv.weight", (qkv, h), "column"))
         if model.qkv_bias:
@@ -108,7 +110,9 @@ def _attention(model: Architecture, layer: int, itemsize: int) -> list[Param]:
             found.append(w("k_layernorm.weight", (model.head_dim,)))
     else:
         q_rank, kv_rank, nope, rope, v = model.mla
-        found += [
+        norm = Param(f"decoder.layers.{layer}.input_layernorm.weight", (h,), itemsize, layer=layer)
+        found = [
+            norm,
             w("linear_q_down_proj.weight", (q_rank, h)),
             w("linear_q_up_proj.layer_norm_weight", (q_rank,)),
             w("linear_q_up_proj.weight", (model.heads * (nope + rope), q_rank), "column"),
@@ -123,9 +127,10 @@ def _attention(model: Architecture, layer: int, itemsize: int) -> list[Param]:
 
 def _mlp(model: Architecture, layer: int, itemsize: int) -> list[Param]:
     h, at = model.hidden, f"decoder.layers.{layer}.mlp"
-    norm = Param(f"{at}.pre_mlp_layernorm.weight", (h,), itemsize, layer=layer)
     if not model.is_moe or layer < model.dense_layers:
+        norm = Param(f"{at}.linear_fc1.layer_norm_weight", (h,), itemsize, layer=layer)
         return [norm, *_dense(h, at, model.ffn, layer, itemsize)]
+    norm = Param(f"decoder.layers.{layer}.pre_mlp_layernorm.weight", (h,), itemsize, layer=layer)
     found = [norm, Param(f"{at}.router.weight", (model.experts, h), itemsize, layer=layer)]
     if model.router_bias:
         found.append(Param(f"{at}.router.expert_bias", (model.experts,), itemsize, layer=layer))
