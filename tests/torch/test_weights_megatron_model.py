@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+
 import attrs
 import pytest
 
