@@ -275,6 +275,7 @@ def test_a_missing_key_is_named() -> None:
         ({"mlp_only_layers": [1]}, r"key 'mlp_only_layers' must be a list of the first layers"),
         ({"decoder_sparse_step": 2}, r"key 'decoder_sparse_step' must be 1 for Qwen3MoeFor"),
         ({"num_experts": 0}, r"key 'num_experts' must be a positive int, got 0"),
+        ({"num_experts": 1}, r"key 'num_experts' must be an int >= 2 \(a mixture of experts\)"),
     ],
 )
 def test_a_qwen3_moe_config_the_weight_list_cannot_follow_is_refused(
@@ -372,3 +373,77 @@ def test_the_cost_commands_take_a_config_path(
     _write(tmp_path, {"architectures": ["BertModel"]})
     assert main(args) == 2
     assert "not a family this reads" in capsys.readouterr().err
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> dict[str, Any]:
+    """A small config.json of any family, with its optional keys present or absent."""
+    family = draw(st.sampled_from(list(FAMILIES.values())))
+    groups = draw(st.integers(1, 3))
+    heads = groups * draw(st.integers(1, 3))
+    layers = draw(st.integers(1, 3))
+    config: dict[str, Any] = {
+        "architectures": [family.hf_class],
+        "num_hidden_layers": layers,
+        "hidden_size": heads * draw(st.integers(1, 4)),
+        "vocab_size": draw(st.integers(1, 9)),
+        "num_attention_heads": heads,
+        "num_key_value_heads": groups,
+        "intermediate_size": draw(st.integers(1, 5)),
+        "num_experts_per_tok": 1,
+        "moe_intermediate_size": draw(st.integers(1, 4)),
+        "n_routed_experts": draw(st.integers(2, 4)),
+        "num_local_experts": draw(st.integers(2, 4)),
+        "first_k_dense_replace": draw(st.integers(0, layers)),
+        "n_shared_experts": draw(st.none() | st.integers(0, 2)),
+        "mlp_only_layers": list(range(draw(st.integers(0, layers)))),
+        **{key: draw(st.integers(1, 4)) for key in ("q_lora_rank", "kv_lora_rank")},
+        **{key: draw(st.integers(1, 4)) for key in ("qk_nope_head_dim", "qk_rope_head_dim")},
+        "v_head_dim": draw(st.integers(1, 4)),
+    }
+    if draw(st.booleans()):
+        config["tie_word_embeddings"] = draw(st.booleans())
+    if draw(st.booleans()):
+        config["head_dim"] = draw(st.integers(1, 4))
+    return config
+
+
+@given(configs())
+def test_every_generated_config_reads_and_maps_row_for_row(config: dict[str, Any]) -> None:
+    """A config of any family reads to its family; its HF list covers Megatron's rows once."""
+    from topology._architecture.config import model_from_config
+
+    model = model_from_config(config)
+    family = next(f for f in FAMILIES.values() if f.hf_class == config["architectures"][0])
+    assert model.family == family.name
+    assert model.tied_embeddings is config.get("tie_word_embeddings", False)
+    assert (model.layers, model.vocab, model.heads) == (
+        config["num_hidden_layers"], config["vocab_size"], config["num_attention_heads"],
+    )  # fmt: skip
+    if family.name == "deepseek_v3":
+        shared = (config["n_shared_experts"] or 0) * config["moe_intermediate_size"]
+        assert (model.shared_ffn, model.dense_layers) == (shared, config["first_k_dense_replace"])
+    elif family.name == "qwen2":
+        assert model.head_dim == config.get("head_dim", config["hidden_size"] // model.heads)
+    covered = {p.name: [0] * p.shape[0] for p in weights(model)}
+    for w in hf_weights(model):
+        for _, param_row, rows in w.blocks:
+            for i in range(param_row, param_row + rows):
+                covered[w.param.name][i] += 1
+    assert all(c == [1] * len(c) for c in covered.values())
+
+
+def test_absent_optional_keys_take_their_defaults() -> None:
+    """No tie key: untied; no first_k_dense_replace, null n_shared_experts: 0; either spelling
+    of Qwen3-MoE's expert count."""
+    from topology._architecture.config import model_from_config
+
+    deepseek = {k: v for k, v in KIMI_K2.items() if k not in ("first_k_dense_replace",)}
+    row = model_from_config({**deepseek, "n_shared_experts": None})
+    assert (row.dense_layers, row.shared_ffn, row.tied_embeddings) == (0, 0, False)
+    qwen = {**LLAMA, "architectures": ["Qwen3MoeForCausalLM"], "num_experts_per_tok": 2,
+            "moe_intermediate_size": 8}  # fmt: skip
+    assert model_from_config({**qwen, "num_experts": 4}) == model_from_config(
+        {**qwen, "num_local_experts": 4}
+    )
+    assert model_from_config({**qwen, "num_experts": 4}).experts == 4

@@ -60,6 +60,14 @@ def _count(read: Read, config: Mapping[str, Any], label: str) -> Any:
     return _int(key, _value(config, key, _ABSENT), 1, label)
 
 
+def _experts(read: Read, config: Mapping[str, Any], label: str) -> Any:
+    (key,) = read.keys
+    value = _value(config, key, _ABSENT)
+    if _int(key, value, 1, label) < 2:
+        raise _bad(key, value, "an int >= 2 (a mixture of experts)", label)
+    return value
+
+
 def _index(read: Read, config: Mapping[str, Any], label: str) -> Any:
     (key,) = read.keys
     value = _value(config, key, read.default)
@@ -116,6 +124,7 @@ def _prefix(read: Read, config: Mapping[str, Any], label: str) -> Any:
 
 PARSERS: dict[str, Callable[[Read, Mapping[str, Any], str], Any]] = {
     "count": _count,
+    "experts": _experts,
     "index": _index,
     "flag": _flag,
     "fixed": _fixed,

@@ -25,7 +25,8 @@ __all__ = ["ALIASES", "FAMILIES", "FAMILY_NAMES", "Family", "Read"]
 class Read:
     """How one :class:`~topology.Architecture` field is read from a config.
 
-    ``parse`` names a row of the reader's parser table (``count``: a positive int; ``index``: a
+    ``parse`` names a row of the reader's parser table (``count``: a positive int; ``experts``: an
+    int >= 2; ``index``: a
     non-negative int, 0 when absent or null; ``flag``: a bool; ``fixed``: ``default``, no key;
     ``product``: the product of the keys' non-negative ints; ``head_dim``: ``head_dim`` or
     ``hidden_size / num_attention_heads``; ``counts``: a tuple of positive ints; ``prefix``: a
@@ -76,7 +77,7 @@ FAMILIES = {
             (
                 *_DENSE,
                 Read("qk_norm", (), "fixed", True),
-                Read("experts", ("num_experts",)),
+                Read("experts", ("num_experts",), "experts"),
                 Read("top_k", ("num_experts_per_tok",)),
                 Read("moe_ffn", ("moe_intermediate_size",)),
                 Read("dense_layers", ("mlp_only_layers",), "prefix", []),
@@ -88,7 +89,7 @@ FAMILIES = {
             "MixtralForCausalLM",
             (
                 *_DENSE,
-                Read("experts", ("num_local_experts",)),
+                Read("experts", ("num_local_experts",), "experts"),
                 Read("top_k", ("num_experts_per_tok",)),
                 Read("moe_ffn", ("intermediate_size",)),
             ),
@@ -102,7 +103,7 @@ FAMILIES = {
                 *_COMMON,
                 Read("ffn", ("intermediate_size",)),
                 Read("head_dim", ("v_head_dim",)),
-                Read("experts", ("n_routed_experts",)),
+                Read("experts", ("n_routed_experts",), "experts"),
                 Read("top_k", ("num_experts_per_tok",)),
                 Read("moe_ffn", ("moe_intermediate_size",)),
                 Read("dense_layers", ("first_k_dense_replace",), "index", 0),
