@@ -45,7 +45,7 @@ GOLDEN: dict[str, tuple[Any, ...]] = {
         (61, 7168, 129280, 18432, 128, 128, 128),
         (256, 8, 2048, 3, 2048, (1536, 512, 128, 64, 128)),
         (671_000_000_000, 653_900_000_000),
-        (30428, 671_026_404_352),
+        (30486, 671_026_419_200),  # 58 router biases of 256 (issue 32)
     ),
 }
 
@@ -164,7 +164,7 @@ def test_a_dense_gqa_model_lists_megatrons_weights() -> None:
         (f"{at}.linear_qkv.layer_norm_weight", (8,), "replicated", None, 0, None),
         (f"{at}.linear_qkv.weight", ((4 + 2 * 2) * 2, 8), "column", None, 0, None),
         (f"{at}.linear_proj.weight", (8, 4 * 2), "row", None, 0, None),
-        (f"{mlp}.pre_mlp_layernorm.weight", (8,), "replicated", None, 0, None),
+        (f"{mlp}.linear_fc1.layer_norm_weight", (8,), "replicated", None, 0, None),
         (f"{mlp}.linear_fc1.weight", (64, 8), "column", (32, 32), 0, None),
         (f"{mlp}.linear_fc2.weight", (8, 32), "row", None, 0, None),
         ("decoder.final_layernorm.weight", (8,), "replicated", None, None, None),
@@ -174,14 +174,14 @@ def test_a_dense_gqa_model_lists_megatrons_weights() -> None:
 
 def test_an_moe_model_lists_dense_layers_then_router_experts_and_shared_experts() -> None:
     """The first dense_layers have a dense MLP; later ones a router, each expert, shared MLP."""
-    mlp = [row for row in _rows(weights(TINY_MOE)) if ".mlp." in row[0]]
+    mlp = [row for row in _rows(weights(TINY_MOE)) if ".mlp." in row[0] or "pre_mlp" in row[0]]
     first, second = "decoder.layers.0.mlp", "decoder.layers.1.mlp"
     experts = f"{second}.experts.local_experts"
     assert mlp == [
-        (f"{first}.pre_mlp_layernorm.weight", (8,), "replicated", None, 0, None),
+        (f"{first}.linear_fc1.layer_norm_weight", (8,), "replicated", None, 0, None),
         (f"{first}.linear_fc1.weight", (64, 8), "column", (32, 32), 0, None),
         (f"{first}.linear_fc2.weight", (8, 32), "row", None, 0, None),
-        (f"{second}.pre_mlp_layernorm.weight", (8,), "replicated", None, 1, None),
+        ("decoder.layers.1.pre_mlp_layernorm.weight", (8,), "replicated", None, 1, None),
         (f"{second}.router.weight", (2, 8), "replicated", None, 1, None),
         (f"{experts}.0.linear_fc1.weight", (12, 8), "expert-column", (6, 6), 1, 0),
         (f"{experts}.0.linear_fc2.weight", (8, 6), "expert-row", None, 1, 0),
@@ -194,11 +194,12 @@ def test_an_moe_model_lists_dense_layers_then_router_experts_and_shared_experts(
 
 
 def test_an_mla_model_lists_its_low_rank_projections() -> None:
-    """MLA: replicated down-projections, column up-projections, proj over heads * v_head_dim."""
+    """MLA: its own input norm, replicated down-projections, column up-projections (their norms
+    fused), proj over heads * v_head_dim (megatron-core's TE spec for multi-latent attention)."""
     at = "decoder.layers.0.self_attention"
-    attention = [row for row in _rows(weights(TINY_MLA)) if ".self_attention." in row[0]]
+    attention = [row for row in _rows(weights(TINY_MLA)) if ".mlp" not in row[0]][1:-2]
     assert attention == [
-        (f"{at}.linear_qkv.layer_norm_weight", (8,), "replicated", None, 0, None),
+        ("decoder.layers.0.input_layernorm.weight", (8,), "replicated", None, 0, None),
         (f"{at}.linear_q_down_proj.weight", (3, 8), "replicated", None, 0, None),
         (f"{at}.linear_q_up_proj.layer_norm_weight", (3,), "replicated", None, 0, None),
         (f"{at}.linear_q_up_proj.weight", (2 * (2 + 1), 3), "column", None, 0, None),

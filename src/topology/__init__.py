@@ -9,6 +9,7 @@ Standard library and attrs only; no torch. See :class:`Topology` and :class:`Gri
 """
 
 from ._architecture.architecture import Architecture
+from ._architecture.config import read_model_config
 from ._errors import TopologyError
 from ._layout.axis_groups import AxisGroups
 from ._layout.grid import Grid
@@ -44,6 +45,7 @@ from ._preflight.placement import Placement
 from ._preflight.report import Report
 from ._reshape.grow import Growth, Pull, grow
 from ._reshape.reshape import Reshape, reshape
+from ._transfer.hf_weights import HFWeight, hf_weights
 from ._transfer.param_placement import ParamPlacement, ParamShard, param_placement
 from ._transfer.params import Param
 from ._transfer.plan import Transfer, TransferOp, transfer
@@ -62,6 +64,7 @@ __all__ = [
     "Grid",
     "GroupList",
     "Growth",
+    "HFWeight",
     "Handoff",
     "Host",
     "Kind",
@@ -93,6 +96,7 @@ __all__ = [
     "crossings",
     "expand_hostlist",
     "grow",
+    "hf_weights",
     "hierarchical_groups",
     "mimo_layout",
     "param_placement",
@@ -100,6 +104,7 @@ __all__ = [
     "place_modules",
     "read_allocation",
     "read_hostfile",
+    "read_model_config",
     "read_slurm_topology",
     "read_topograph",
     "reshape",

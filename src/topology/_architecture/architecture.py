@@ -23,7 +23,8 @@ import attrs
 
 from .._args import show
 from .._errors import TopologyError
-from .._fields import LIMIT, whole
+from .._fields import LIMIT, flag, whole
+from .families import FAMILY_NAMES
 
 __all__ = ["MLA_FIELDS", "Architecture"]
 
@@ -43,6 +44,14 @@ def _mla(instance: Any, attribute: Any, value: Any) -> None:
         f"Architecture.mla must be None or a tuple of {len(MLA_FIELDS)} ints >= 1 "
         f"({', '.join(MLA_FIELDS)}), got {show(value)} ({type(value).__name__})"
     )
+
+
+def _family(instance: Any, attribute: Any, value: Any) -> None:
+    """One of :data:`FAMILY_NAMES`."""
+    if value not in FAMILY_NAMES:
+        raise TopologyError(
+            f"Architecture.family must be one of {', '.join(FAMILY_NAMES)}, got {show(value)}"
+        )
 
 
 @attrs.frozen
@@ -66,6 +75,14 @@ class Architecture:
         top_k: experts each token visits (keyword-only, as are the two counts below).
         parameters: the published total weight count, experts included (None: not published).
         expert_parameters: how many of ``parameters`` sit in routed experts (published).
+        tied_embeddings: the output layer reuses the embedding (Hugging Face's
+            ``tie_word_embeddings``; no ``lm_head`` / ``output_layer`` tensor of its own).
+        qkv_bias: q, k and v projections have biases (Qwen2).
+        qk_norm: a norm over each query and key head (Qwen3's ``q_norm`` / ``k_norm``).
+        router_bias: the router has a per-expert score bias (DeepSeek-V3's
+            ``e_score_correction_bias``; Megatron's ``router.expert_bias``).
+        family: the Hugging Face family (a key of ``topology._architecture.families.FAMILIES``)
+            whose tensor names ``topology.hf_weights`` uses; only MoE names differ between them.
 
     Raises:
         TopologyError: a field of the wrong type or range, or fields that contradict each other.
@@ -91,6 +108,11 @@ class Architecture:
         default=None, validator=attrs.validators.optional(whole(1)), kw_only=True
     )
     expert_parameters: int = attrs.field(default=0, validator=whole(0), kw_only=True)
+    tied_embeddings: bool = attrs.field(default=False, validator=flag, kw_only=True)
+    qkv_bias: bool = attrs.field(default=False, validator=flag, kw_only=True)
+    qk_norm: bool = attrs.field(default=False, validator=flag, kw_only=True)
+    router_bias: bool = attrs.field(default=False, validator=flag, kw_only=True)
+    family: str = attrs.field(default="llama", validator=_family, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.heads % self.kv_heads:
@@ -111,6 +133,16 @@ class Architecture:
             raise TopologyError(
                 f"dense_layers ({self.dense_layers}) cannot exceed layers ({self.layers}); "
                 "count the first layers with a dense MLP"
+            )
+        if self.router_bias and not self.is_moe:
+            raise TopologyError(
+                f"router_bias needs experts > 1, got experts ({self.experts}); "
+                "drop router_bias for a dense model"
+            )
+        if self.mla is not None and (self.qkv_bias or self.qk_norm):
+            raise TopologyError(
+                "qkv_bias and qk_norm need grouped-query attention, got mla "
+                f"{self.mla}; drop them for multi-head latent attention"
             )
         if self.expert_parameters > (self.parameters or 0):
             raise TopologyError(

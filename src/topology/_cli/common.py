@@ -17,6 +17,11 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
+import attrs
+
+from .._architecture.architecture import Architecture
+from .._architecture.config import model_from_config, read_model_config
+from .._architecture.presets import ARCHITECTURES
 from .._args import MAX_WORLD_SIZE, check_index, check_size, show
 from .._datafile import read_data
 from .._errors import TopologyError
@@ -594,3 +599,61 @@ def one_line(text: object, limit: int = 1000) -> str:
     """
     folded = " ".join(str(text).split())
     return folded if len(folded) <= limit else folded[: limit - 1] + "…"
+
+
+def model_from_arg(value: str) -> Architecture:
+    """``--model``'s model: a preset of the model table, or a Hugging Face ``config.json`` (a
+    path to the file or to a folder holding one).
+
+    Raises:
+        CliError: neither a preset nor a path (a near preset is suggested).
+        TopologyError: a config that cannot be read (one line naming the file and the key).
+
+    >>> model_from_arg("llama-7b").layers
+    32
+    >>> model_from_arg("lama-7b")
+    Traceback (most recent call last):
+    topology._cli.common.CliError: unknown --model value 'lama-7b'; did you mean 'llama-7b'?
+    """
+    if value in ARCHITECTURES:
+        return ARCHITECTURES[value]
+    if os.path.exists(value) or value.endswith(".json") or os.sep in value:
+        return read_model_config(value)
+    close = suggest(value, list(ARCHITECTURES))
+    if close is not None:
+        raise CliError(f"unknown --model value {shorten(value)!r}; did you mean {close!r}?")
+    raise CliError(
+        f"unknown --model value {shorten(value)!r}; valid: {', '.join(ARCHITECTURES)}, or a "
+        "config.json file or a folder holding one"
+    )
+
+
+def cost_model_from_arg(value: str) -> Any:
+    """``--model``'s cost model (``topology.cost.Model``): a preset, a JSON file of Model
+    fields, or a Hugging Face ``config.json`` (or its folder), costed with the sum of its
+    shapes (``topology.weights``) as its parameter count.
+
+    Raises:
+        TopologyError: an unknown preset, an unreadable or invalid file or config.
+
+    >>> cost_model_from_arg("llama-7b").parameters
+    6740000000.0
+    """
+    from topology.cost import Model, load_model
+
+    from .._transfer.weights import weights
+
+    if os.path.isdir(value):
+        architecture = read_model_config(value)
+    elif value.endswith(".json") and os.path.isfile(value):
+        data = read_data(value, f"model file {show(value)}")  # load_model's label
+        if not isinstance(data, dict) or "architectures" not in data:
+            return load_model(value)
+        architecture = model_from_config(data, f"config.json {quoted_path(value)}")
+    else:
+        return load_model(value)
+    listed = weights(architecture)
+    total = sum(p.nbytes // p.itemsize for p in listed)
+    experts = sum(p.nbytes // p.itemsize for p in listed if p.expert is not None)
+    counted = attrs.evolve(architecture, parameters=total, expert_parameters=experts)
+    return Model.from_architecture(value, counted)

@@ -46,6 +46,7 @@ from .common import (
     CliError,
     add_layout_arguments,
     add_output_arguments,
+    cost_model_from_arg,
     topology_from_args,
     write_json,
 )
@@ -251,9 +252,9 @@ def run(args: argparse.Namespace) -> int:
     baseline = "listed" if order == "host-order" else order
     step_time = None
     if args.model is not None:
-        from topology.cost import estimate, load_hardware, load_model
+        from topology.cost import estimate, load_hardware
 
-        model, hardware = load_model(args.model), load_hardware(args.hardware)
+        model, hardware = cost_model_from_arg(args.model), load_hardware(args.hardware)
 
         def step_time(rank_map: RankMap) -> float:
             return estimate(topo, rank_map, model, hardware).total

@@ -14,6 +14,7 @@ from .common import (
     add_cluster_arguments,
     add_output_arguments,
     cluster_from_args,
+    cost_model_from_arg,
     int_type,
     quoted_path,
     write_json,
@@ -73,7 +74,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the ranked layouts and the explanation (or JSON); optionally plot them; exit 0."""
-    from topology.cost import load_hardware, load_model, plan
+    from topology.cost import load_hardware, plan
 
     cluster = cluster_from_args(args)
     if cluster is None:
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     result = plan(
         world_size,
         cluster,
-        load_model(args.model),
+        cost_model_from_arg(args.model),
         load_hardware(args.hardware),
         top=args.top,
         max_tp=args.max_tp,

@@ -18,6 +18,7 @@ from .common import (
     add_layout_arguments,
     add_output_arguments,
     cluster_from_args,
+    cost_model_from_arg,
     topology_from_args,
     write_json,
 )
@@ -53,7 +54,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the estimate (or scenario) as text or JSON; exit 0."""
-    from topology.cost import SCENARIOS, estimate, load_hardware, load_model, scenario
+    from topology.cost import SCENARIOS, estimate, load_hardware, scenario
 
     if args.scenario == "all":
         results = [scenario(name) for name in SCENARIOS]
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     cluster = cluster_from_args(args)
     if cluster is None:
         raise CliError("simulate needs the node size: pass --gpus-per-node G (or --scenario)")
-    model = load_model(args.model)
+    model = cost_model_from_arg(args.model)
     hardware = load_hardware(args.hardware)
     result_estimate = estimate(topology, cluster, model, hardware)
     if args.json:
@@ -102,7 +103,8 @@ def add_preset_arguments(
         default=model_default,
         required=model_default is None and not optional,
         action=Once,
-        help=f"a model preset ({model_presets()}) or a JSON file of model fields{default}",
+        help=f"a model preset ({model_presets()}), a JSON file of model fields or a Hugging "
+        f"Face config.json (or its folder){default}",
     )
     hardware = parser.add_argument(
         "--hardware",

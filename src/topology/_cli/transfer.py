@@ -19,11 +19,13 @@ from .common import (
     Once,
     add_output_arguments,
     int_type,
+    model_from_arg,
     plain_int,
     quoted_path,
     shorten,
     write_json,
 )
+from .completion import with_completer
 from .text import fold, terminal_width
 
 __all__ = ["parse_layout", "register", "run", "split_of"]
@@ -93,13 +95,16 @@ def register(subparsers: Any) -> None:
         help="the --from layout's pipeline_model_parallel_layout (Megatron-Bridge's DeepSeek-V3 "
         "pp 16: 'Et*4|(t*4|)*14,tmL')",
     )
-    parser.add_argument(
+    model = parser.add_argument(
         "--model",
         required=True,
         action=Once,
-        choices=tuple(ARCHITECTURES),
-        help="model preset: " + ", ".join(ARCHITECTURES),
+        metavar="MODEL",
+        help="a model preset ("
+        + ", ".join(ARCHITECTURES)
+        + ") or a Hugging Face config.json (or a folder holding one)",
     )
+    with_completer(model, lambda: list(ARCHITECTURES))
     parser.add_argument(
         "-w",
         "--world-size",
@@ -217,13 +222,14 @@ def _layouts(
 
 def run(args: argparse.Namespace) -> int:
     """Print the transfer plan's statistics (or its JSON)."""
+    model = model_from_arg(args.model)
     alloc = allocation_from_args(args)
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
     src, dst, src_split, dst_split = _layouts(args, gpus)
     plan = transfer(
         src,
         dst,
-        weights(args.model),
+        weights(model),
         allocation=alloc,
         src_pipeline_split=src_split,
         dst_pipeline_split=dst_split,

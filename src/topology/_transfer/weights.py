@@ -4,6 +4,14 @@
 model table (``topology._architecture.presets``), in Megatron's module order. QKV is one
 column-parallel weight (Megatron groups it by query group, so tp cuts it contiguously);
 ``linear_fc1`` is gate and up fused (two parts); MLA's down-projections are replicated.
+Norms are named as megatron-core's Transformer Engine layer spec (``gpt_layer_specs.py``) holds
+them: fused into the linear after them where that linear is a ``TELayerNormColumnParallelLinear``
+(the input norm is ``self_attention.linear_qkv.layer_norm_weight``, a dense MLP's norm
+``mlp.linear_fc1.layer_norm_weight``, MLA's latent norms ``linear_q_up_proj.layer_norm_weight``
+and ``linear_kv_up_proj.layer_norm_weight``), a norm of its own otherwise (an MLA layer's
+``input_layernorm.weight``, an MoE layer's ``pre_mlp_layernorm.weight``). Tied embeddings list one
+``embedding.word_embeddings.weight`` held by the first and last stages (position ``tied``) and
+no ``output_layer.weight``.
 
 >>> ws = weights("llama-70b")
 >>> len(ws), round(sum(w.nbytes for w in ws) / 2 / 1e9, 1)
@@ -18,7 +26,7 @@ from .._args import format_choices, show
 from .._errors import TopologyError
 from .params import Param
 
-__all__ = ["weights"]
+__all__ = ["architecture_of", "weights"]
 
 
 def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
@@ -42,23 +50,41 @@ def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
     >>> len(tiny), tiny[2].name, tiny[2].shape
     (9, 'decoder.layers.0.self_attention.linear_qkv.weight', (24, 8))
     >>> len(weights("mixtral-8x7b")), len(weights("deepseek-v3"))
-    (675, 30428)
+    (675, 30486)
     """
-    found = model if isinstance(model, Architecture) else _preset(model)
+    found = architecture_of(model)
     h = found.hidden
-    listed = [Param("embedding.word_embeddings.weight", (found.vocab, h), itemsize, "vocab")]
+    embedding = "tied" if found.tied_embeddings else "first"
+    listed = [
+        Param(
+            "embedding.word_embeddings.weight",
+            (found.vocab, h),
+            itemsize,
+            "vocab",
+            None,
+            None,
+            embedding,
+        )
+    ]
     for layer in range(found.layers):
         listed += _attention(found, layer, itemsize)
         listed += _mlp(found, layer, itemsize)
     listed.append(Param("decoder.final_layernorm.weight", (h,), itemsize, position="last"))
-    listed.append(
-        Param("output_layer.weight", (found.vocab, h), itemsize, "vocab", position="last")
-    )
+    if not found.tied_embeddings:
+        listed.append(
+            Param("output_layer.weight", (found.vocab, h), itemsize, "vocab", position="last")
+        )
     return listed
 
 
-def _preset(model: object) -> Architecture:
-    """The row of preset ``model``; an unknown one raises."""
+def architecture_of(model: object) -> Architecture:
+    """``model`` itself when an :class:`Architecture`, else the row of preset ``model``.
+
+    Raises:
+        TopologyError: an unknown preset.
+    """
+    if isinstance(model, Architecture):
+        return model
     if not isinstance(model, str) or model not in ARCHITECTURES:
         raise TopologyError(
             f"unknown model preset {show(model)} for a transfer; valid presets: "
@@ -73,13 +99,20 @@ def _attention(model: Architecture, layer: int, itemsize: int) -> list[Param]:
     def w(name: str, shape: tuple[int, ...], sharding: str = "replicated") -> Param:
         return Param(f"{at}.{name}", shape, itemsize, sharding, layer=layer)
 
-    found = [w("linear_qkv.layer_norm_weight", (h,))]
     if model.mla is None:
+        found = [w("linear_qkv.layer_norm_weight", (h,))]
         qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
         found.append(w("linear_qkv.weight", (qkv, h), "column"))
+        if model.qkv_bias:
+            found.append(w("linear_qkv.bias", (qkv,), "column"))
+        if model.qk_norm:
+            found.append(w("q_layernorm.weight", (model.head_dim,)))
+            found.append(w("k_layernorm.weight", (model.head_dim,)))
     else:
         q_rank, kv_rank, nope, rope, v = model.mla
-        found += [
+        norm = Param(f"decoder.layers.{layer}.input_layernorm.weight", (h,), itemsize, layer=layer)
+        found = [
+            norm,
             w("linear_q_down_proj.weight", (q_rank, h)),
             w("linear_q_up_proj.layer_norm_weight", (q_rank,)),
             w("linear_q_up_proj.weight", (model.heads * (nope + rope), q_rank), "column"),
@@ -94,10 +127,13 @@ def _attention(model: Architecture, layer: int, itemsize: int) -> list[Param]:
 
 def _mlp(model: Architecture, layer: int, itemsize: int) -> list[Param]:
     h, at = model.hidden, f"decoder.layers.{layer}.mlp"
-    norm = Param(f"{at}.pre_mlp_layernorm.weight", (h,), itemsize, layer=layer)
     if not model.is_moe or layer < model.dense_layers:
+        norm = Param(f"{at}.linear_fc1.layer_norm_weight", (h,), itemsize, layer=layer)
         return [norm, *_dense(h, at, model.ffn, layer, itemsize)]
+    norm = Param(f"decoder.layers.{layer}.pre_mlp_layernorm.weight", (h,), itemsize, layer=layer)
     found = [norm, Param(f"{at}.router.weight", (model.experts, h), itemsize, layer=layer)]
+    if model.router_bias:
+        found.append(Param(f"{at}.router.expert_bias", (model.experts,), itemsize, layer=layer))
     for e in range(model.experts):
         found += [
             Param(

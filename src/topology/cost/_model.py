@@ -196,6 +196,35 @@ class Model:
         return attrs.asdict(self)
 
     @classmethod
+    def from_architecture(cls, name: str, architecture: Architecture) -> Model:
+        """The cost model's view of a row of the model table (or of a model read from its
+        ``config.json``): its shapes and counts, trained at :data:`PRESET_SEQUENCE_LENGTH` tokens
+        and :data:`PRESET_GLOBAL_BATCH` sequences.
+
+        Raises:
+            TopologyError: an architecture without ``parameters`` (give its weight count).
+
+        >>> Model.from_architecture("llama-7b", ARCHITECTURES["llama-7b"]) == MODELS["llama-7b"]
+        True
+        """
+        if architecture.parameters is None:
+            raise TopologyError(
+                f"model {show(name)} has no parameter count; give Architecture.parameters "
+                "(e.g. the sum of topology.weights)"
+            )
+        return cls(
+            name,
+            architecture.parameters,
+            layers=architecture.layers,
+            hidden=architecture.hidden,
+            sequence_length=PRESET_SEQUENCE_LENGTH,
+            global_batch=PRESET_GLOBAL_BATCH,
+            experts=architecture.experts,
+            top_k=architecture.top_k,
+            expert_parameters=architecture.expert_parameters,
+        )
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Model:
         """The inverse of :meth:`to_dict`; unknown keys raise ``TopologyError``.
 
@@ -228,23 +257,8 @@ PRESET_SEQUENCE_LENGTH, PRESET_GLOBAL_BATCH = 4096, 1024
 batch). A training choice, not a fact of the model, so it lives here and not in the model table."""
 
 
-def _preset(name: str, architecture: Architecture, parameters: int) -> Model:
-    """The cost model's view of one row of the model table (``parameters``: its published count)."""
-    return Model(
-        name,
-        parameters,
-        layers=architecture.layers,
-        hidden=architecture.hidden,
-        sequence_length=PRESET_SEQUENCE_LENGTH,
-        global_batch=PRESET_GLOBAL_BATCH,
-        experts=architecture.experts,
-        top_k=architecture.top_k,
-        expert_parameters=architecture.expert_parameters,
-    )
-
-
 MODELS = {
-    name: _preset(name, row, row.parameters)
+    name: Model.from_architecture(name, row)
     for name, row in ARCHITECTURES.items()
     if row.parameters is not None
 }
