@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology import Allocation, Host, Tier, Topology, place
+from topology import Allocation, Host, RankMap, Tier, Topology, place
 from topology.strategies import topologies
 
 
@@ -80,3 +80,36 @@ def test_a_401_tier_switch_chain_places_as_its_leaves() -> None:
     assert {found.after.count(kind, f"c{k}") for kind in found.after.kinds for k in range(400)} == {
         0
     }
+
+
+def test_a_chain_keeps_the_launcher_order_and_prices_the_whole_allocation() -> None:
+    """With a launcher order and a step time: the chained allocation's arrangement counts its
+    baseline in that order (lexicographic here, which crosses 18 dp/pp groups of racks of 5
+    where the listed order crosses 20), and the step time sees every tier of the chained
+    allocation, pricing as the plain one does."""
+    plain_hosts = [Host(f"n{i}", 2, (f"r{i // 5}",)) for i in range(12)]
+    plain = Allocation(plain_hosts, [Tier("rack", nvlink=True)])
+    chained = Allocation(
+        [Host(h.name, 2, (*h.domains, *h.domains)) for h in plain_hosts],
+        [Tier("rack", nvlink=True), Tier("rack2")],
+    )
+    topo = Topology(24, tp=2, pp=2)
+    seen: list[int] = []
+
+    def step_time(rank_map: RankMap) -> float:
+        seen.append(len(rank_map.tiers))
+        return float(rank_map.host_order.index("n3"))
+
+    one = place(topo, plain, order="lexicographic", step_time=step_time)
+    plain_seen, seen[:] = set(seen), []
+    two = place(topo, chained, order="lexicographic", step_time=step_time)
+    assert plain_seen == {1} and set(seen) == {2}
+    assert one.before.key() == (0, 0, 18) and two.before.key() == (0, 0, 0, 0, 18, 18)
+    assert (two.hosts, two.step_time_before, two.step_time_after) == (
+        one.hosts,
+        one.step_time_before,
+        one.step_time_after,
+    )
+    assert one.step_time_before is not None and two.bound is not None
+    listed = place(topo, chained, step_time=step_time)
+    assert listed.before.key() == (0, 0, 0, 0, 20, 20)

@@ -365,14 +365,16 @@ def _place_distinct(
     labels = [tuple(row) for row in _host_labels(alloc)]
     source = [keep[[labels[k] for k in keep].index(row)] for row in labels]
     after = crossings(topo, alloc.with_order(part.hosts).rank_map(world))
-    bound = None
-    if part.bound is not None:
-        width = len(keep)
-        bound = tuple(
+    width = len(keep)
+    bound = (
+        None
+        if part.bound is None
+        else tuple(
             part.bound[c * width + keep.index(source[t])]
             for c in range(len(KIND_CLASSES))
             for t in range(len(alloc.tiers))
         )
+    )
     return Arrangement(
         topology=topo,
         allocation=alloc,
