@@ -148,9 +148,16 @@ def parse_layout(text: str, flag: str) -> dict[str, Any]:
             raise CliError(f"{flag} file {shown} must hold an object of Topology fields")
         return {k: v for k, v in data.items() if v is not None}
     fields: dict[str, Any] = {}
+    items: dict[str, str] = {}
     for item in text.split(","):
         key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
+        if key in items:
+            raise CliError(
+                f"{flag} gives {key} twice ({shorten(items[key])!r}, {shorten(item)!r}); "
+                "give it once"
+            )
+        items[key] = item
         if key in (*_TEXT_FIELDS, "pipeline_layout"):
             fields[key] = value.strip()
         elif key in (*_INT_FIELDS, *_SPLIT_INTS) and (number := plain_int(value)) is not None:
@@ -192,27 +199,37 @@ def _layouts(
     src = parse_layout(args.from_layout, "--from")
     dst = parse_layout(args.to_layout, "--to")
     for key in ("first_stage_layers", "last_stage_layers", "pipeline_layout"):
-        value = getattr(args, key)
-        if value is not None:
-            if key in src and src[key] != value:
-                raise CliError(
-                    f"--{key.replace('_', '-')} {value} and --from's {key}={src[key]} disagree; "
-                    "give one"
-                )
-            src[key] = value
+        _agree(src, key, getattr(args, key), f"--{key.replace('_', '-')}", "--from")
     src_split, dst_split = split_of(src, "--from"), split_of(dst, "--to")
-    world = args.world_size or src.get("world_size") or gpus
+    _agree(src, "world_size", args.world_size, "-w", "--from")
+    world = src.get("world_size") or gpus
     if world is None:
         raise CliError("no world size: pass -w N, world_size= in --from, or an allocation")
-    src.setdefault("world_size", world)
-    if args.world_size:
-        src["world_size"] = args.world_size
-    dst.setdefault("world_size", args.to_world_size or args.world_size or src["world_size"])
-    if args.to_world_size:
-        dst["world_size"] = args.to_world_size
-    if args.to_offset is not None:
-        dst["rank_offset"] = args.to_offset
+    src["world_size"] = world
+    if args.to_world_size is not None:
+        _agree(dst, "world_size", args.to_world_size, "--to-world-size", "--to")
+    else:
+        _agree(dst, "world_size", args.world_size, "-w", "--to")
+    dst.setdefault("world_size", world)
+    _agree(dst, "rank_offset", args.to_offset, "--to-offset", "--to")
     return Topology.from_dict(src), Topology.from_dict(dst), src_split, dst_split
+
+
+def _agree(fields: dict[str, Any], key: str, value: object, option: str, flag: str) -> None:
+    """Set a LAYOUT's ``key`` to ``value`` given by ``option`` (None: not given); a different
+    value of ``key`` in the layout is refused.
+
+    >>> _agree({"world_size": 16}, "world_size", 8, "-w", "--from")
+    Traceback (most recent call last):
+    topology._cli.common.CliError: -w 8 and --from's world_size=16 disagree; give one
+    """
+    if value is None:
+        return
+    if key in fields and fields[key] != value:
+        raise CliError(
+            f"{option} {value} and {flag}'s {key}={shorten(str(fields[key]))} disagree; give one"
+        )
+    fields[key] = value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .._architecture.architecture import Architecture
 from .._architecture.presets import ARCHITECTURES
-from .._args import format_choices, show
+from .._args import check_size, format_choices, show
 from .._errors import TopologyError
 from .params import Param
 
@@ -35,7 +35,7 @@ def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
         :func:`topology.transfer`.
 
     Raises:
-        TopologyError: an unknown preset.
+        TopologyError: an unknown preset, or an ``itemsize`` that is not a positive int.
 
     >>> from topology import Architecture, weights
     >>> tiny = weights(Architecture(1, 8, 16, 32, 2, 2, 4))
@@ -45,6 +45,7 @@ def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
     (675, 30428)
     """
     found = model if isinstance(model, Architecture) else _preset(model)
+    check_size("itemsize", itemsize)
     h = found.hidden
     listed = [Param("embedding.word_embeddings.weight", (found.vocab, h), itemsize, "vocab")]
     for layer in range(found.layers):
