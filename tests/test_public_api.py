@@ -42,6 +42,7 @@ EXPECTED = [
     "TopologyError",
     "Transfer",
     "TransferOp",
+    "TransferTime",
     "bridge",
     "check",
     "check_modules",
@@ -59,6 +60,7 @@ EXPECTED = [
     "read_topograph",
     "reshape",
     "transfer",
+    "transfer_time",
     "weights",
 ]
 

@@ -46,6 +46,7 @@ from ._reshape.reshape import Reshape, reshape
 from ._transfer.param_placement import ParamPlacement, ParamShard, param_placement
 from ._transfer.params import Param
 from ._transfer.plan import Transfer, TransferOp, transfer
+from ._transfer.timing import TransferTime, transfer_time
 from ._transfer.weights import weights
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "TopologyError",
     "Transfer",
     "TransferOp",
+    "TransferTime",
     "bridge",
     "check",
     "check_modules",
@@ -102,6 +104,7 @@ __all__ = [
     "read_topograph",
     "reshape",
     "transfer",
+    "transfer_time",
     "weights",
 ]
 

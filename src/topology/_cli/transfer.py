@@ -12,6 +12,7 @@ from .._errors import TopologyError
 from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
 from .._transfer.plan import Transfer, transfer
+from .._transfer.timing import TransferTime, transfer_time
 from .._transfer.weights import weights
 from .allocation_args import add_allocation_arguments, allocation_from_args
 from .common import (
@@ -130,6 +131,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="with --json, give the number of operations instead of the list",
     )
+    parser.add_argument(
+        "--hardware",
+        default="h100",
+        action=Once,
+        help="with an allocation, the hardware preset whose links time the plan: NICs per GPU "
+        "(inter) and NVLink per GPU (intra); default h100: 50 GB/s, 450 GB/s",
+    )
     add_allocation_arguments(parser)
     add_output_arguments(parser)
     parser.set_defaults(func=run)
@@ -234,6 +242,9 @@ def _agree(fields: dict[str, Any], key: str, value: object, option: str, flag: s
 
 def run(args: argparse.Namespace) -> int:
     """Print the transfer plan's statistics (or its JSON)."""
+    from topology.cost import load_hardware
+
+    hardware = load_hardware(args.hardware)
     alloc = allocation_from_args(args)
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
     src, dst, src_split, dst_split = _layouts(args, gpus)
@@ -245,6 +256,14 @@ def run(args: argparse.Namespace) -> int:
         src_pipeline_split=src_split,
         dst_pipeline_split=dst_split,
     )
+    timed = None
+    if alloc is not None:
+        timed = transfer_time(
+            plan,
+            alloc,
+            nic_bandwidth=hardware.inter.bandwidth,
+            nvlink_bandwidth=hardware.intra.bandwidth,
+        )
     if args.json:
         ops: Any = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
         write_json(
@@ -257,10 +276,14 @@ def run(args: argparse.Namespace) -> int:
                 "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
                 "ops": ops,
                 "stats": plan.stats,
+                "time": None if timed is None else {"hardware": hardware.name, **timed.to_dict()},
             },
         )
         return 0
-    print(fold(_text(args.model, src, dst, plan), terminal_width()))
+    text = _text(args.model, src, dst, plan)
+    if timed is not None:
+        text += "\n" + _time_text(hardware.name, timed)
+    print(fold(text, terminal_width()))
     return 0
 
 
@@ -305,3 +328,16 @@ def _text(model: str, src: Topology, dst: Topology, plan: Transfer) -> str:
         for name, nbytes in s["bytes_by_tier"].items():
             lines.append(f"    {name:<{width}}  {_size(nbytes)}")
     return "\n".join(lines)
+
+
+def _time_text(hardware: str, timed: TransferTime) -> str:
+    """The predicted time and its bound, each with the resource that sets it."""
+    return "\n".join(
+        [
+            f"  time on {hardware} links (NICs {_size(round(timed.nic_bandwidth))}/s per GPU, "
+            f"NVLink {_size(round(timed.nvlink_bandwidth))}/s per GPU, each way):",
+            f"    predicted time  {timed.seconds:.4g} s ({timed.busiest})",
+            f"    lower bound     {timed.bound:.4g} s ({timed.bound_by}): "
+            + (f"{timed.ratio:.3f}x the bound" if timed.bound else "nothing to move"),
+        ]
+    )

@@ -55,7 +55,7 @@ from .planner import (
     unit_row,
 )
 
-__all__ = ["MAX_TRANSFER_RANKS", "Transfer", "TransferOp", "transfer"]
+__all__ = ["MAX_TRANSFER_RANKS", "Transfer", "TransferOp", "rank_map_of", "transfer"]
 
 MAX_TRANSFER_RANKS = 2**20
 """The most ranks a plan spans (``max(rank_offset + world_size)`` of its layouts): the planner
@@ -305,7 +305,9 @@ def _ranges_by_rank(
     return found
 
 
-def _rank_map(allocation: object, world: int) -> RankMap | None:
+def rank_map_of(allocation: object, world: int) -> RankMap | None:
+    """The rank map of ``allocation`` (an :class:`Allocation`, a :class:`RankMap` or None) for
+    layouts using ranks ``0 .. world - 1``; a wrong type or too few ranks raise."""
     if allocation is None or isinstance(allocation, RankMap):
         rank_map = allocation
     elif isinstance(allocation, Allocation):
@@ -411,7 +413,7 @@ def transfer(
         at_most=MAX_TRANSFER_RANKS,
         why="the most ranks a transfer plan spans",
     )
-    rank_map = _rank_map(allocation, world)
+    rank_map = rank_map_of(allocation, world)
     if num_layers is None:
         num_layers = 1 + max((p.layer for p in weights if p.layer is not None), default=0)
     check_layers("num_layers", num_layers)
