@@ -96,6 +96,14 @@ CLI: list[tuple[list[str], str]] = [
     (["--from", "tp=８", "--to", "tp=2", "-w", "2"], "--from item 'tp=８' is not FIELD=N"),
     (["--from", "tp=٢", "--to", "tp=2", "-w", "2"], "--from item 'tp=٢' is not FIELD=N"),
     (["--from", "tp=2", "--to", "tp=2", "-w", "٢"], "world_size must be a positive int in plain"),
+    (
+        ["--from", "tp=2", "--to", "tp=2", "-w", "2", "--hardware", "b200"],
+        "unknown hardware 'b200'",
+    ),
+    (
+        ["--from", "tp=2", "--to", "tp=2", "-w", "2", "--hardware", "a100"],
+        "--hardware a100 times the plan on an allocation; give one",
+    ),
 ]
 
 

@@ -133,7 +133,6 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--hardware",
-        default="h100",
         action=Once,
         help="with an allocation, the hardware preset whose links time the plan: NICs per GPU "
         "(inter) and NVLink per GPU (intra); default h100: 50 GB/s, 450 GB/s",
@@ -244,8 +243,13 @@ def run(args: argparse.Namespace) -> int:
     """Print the transfer plan's statistics (or its JSON)."""
     from topology.cost import load_hardware
 
-    hardware = load_hardware(args.hardware)
+    hardware = load_hardware(args.hardware or "h100")
     alloc = allocation_from_args(args)
+    if args.hardware is not None and alloc is None:
+        raise CliError(
+            f"--hardware {shorten(args.hardware)} times the plan on an allocation; give one "
+            "(--hosts HOSTLIST --gpus-per-host N, --allocation FILE, ...) or drop --hardware"
+        )
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
     src, dst, src_split, dst_split = _layouts(args, gpus)
     plan = transfer(
