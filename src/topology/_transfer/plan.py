@@ -187,9 +187,9 @@ class Transfer:
         return sending, receiving
 
     def _rank(self, rank: object) -> int:
-        """``rank`` if it is a rank of the plan's layouts, else a TopologyError."""
-        last = max(t.rank_offset + t.world_size for t in (self.src, self.dst)) - 1
-        return check_index("rank", rank, at_most=last, why="the last rank of the plan's layouts")
+        """``rank`` if it is a non-negative int (a rank outside both layouts has nothing to do:
+        a world may run more processes than the plan uses), else a TopologyError."""
+        return check_index("rank", rank)
 
     def _of(self, rank: int, side: int) -> tuple[TransferOp, ...]:
         """The operations ``rank`` sends (side 0) or receives (side 1), in plan order."""
