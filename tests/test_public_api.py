@@ -43,6 +43,7 @@ EXPECTED = [
     "TopologyError",
     "Transfer",
     "TransferOp",
+    "TransferTime",
     "bridge",
     "check",
     "check_modules",
@@ -63,6 +64,7 @@ EXPECTED = [
     "read_topograph",
     "reshape",
     "transfer",
+    "transfer_time",
     "weights",
 ]
 

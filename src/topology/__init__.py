@@ -49,6 +49,7 @@ from ._transfer.hf_weights import HFWeight, hf_weights
 from ._transfer.param_placement import ParamPlacement, ParamShard, param_placement
 from ._transfer.params import Param
 from ._transfer.plan import Transfer, TransferOp, transfer
+from ._transfer.timing import TransferTime, transfer_time
 from ._transfer.weights import weights
 
 __all__ = [
@@ -89,6 +90,7 @@ __all__ = [
     "TopologyError",
     "Transfer",
     "TransferOp",
+    "TransferTime",
     "bridge",
     "check",
     "check_modules",
@@ -109,6 +111,7 @@ __all__ = [
     "read_topograph",
     "reshape",
     "transfer",
+    "transfer_time",
     "weights",
 ]
 

@@ -12,6 +12,7 @@ from .._errors import TopologyError
 from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
 from .._transfer.plan import Transfer, transfer
+from .._transfer.timing import TransferTime, transfer_time
 from .._transfer.weights import weights
 from .allocation_args import add_allocation_arguments, allocation_from_args
 from .common import (
@@ -135,6 +136,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="with --json, give the number of operations instead of the list",
     )
+    parser.add_argument(
+        "--hardware",
+        action=Once,
+        help="with an allocation, the hardware preset whose links time the plan: NICs per GPU "
+        "(inter) and NVLink per GPU (intra); default h100: 50 GB/s, 450 GB/s",
+    )
     add_allocation_arguments(parser)
     add_output_arguments(parser)
     parser.set_defaults(func=run)
@@ -153,9 +160,16 @@ def parse_layout(text: str, flag: str) -> dict[str, Any]:
             raise CliError(f"{flag} file {shown} must hold an object of Topology fields")
         return {k: v for k, v in data.items() if v is not None}
     fields: dict[str, Any] = {}
+    items: dict[str, str] = {}
     for item in text.split(","):
         key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
+        if key in items:
+            raise CliError(
+                f"{flag} gives {key} twice ({shorten(items[key])!r}, {shorten(item)!r}); "
+                "give it once"
+            )
+        items[key] = item
         if key in (*_TEXT_FIELDS, "pipeline_layout"):
             fields[key] = value.strip()
         elif key in (*_INT_FIELDS, *_SPLIT_INTS) and (number := plain_int(value)) is not None:
@@ -197,33 +211,51 @@ def _layouts(
     src = parse_layout(args.from_layout, "--from")
     dst = parse_layout(args.to_layout, "--to")
     for key in ("first_stage_layers", "last_stage_layers", "pipeline_layout"):
-        value = getattr(args, key)
-        if value is not None:
-            if key in src and src[key] != value:
-                raise CliError(
-                    f"--{key.replace('_', '-')} {value} and --from's {key}={src[key]} disagree; "
-                    "give one"
-                )
-            src[key] = value
+        _agree(src, key, getattr(args, key), f"--{key.replace('_', '-')}", "--from")
     src_split, dst_split = split_of(src, "--from"), split_of(dst, "--to")
-    world = args.world_size or src.get("world_size") or gpus
+    _agree(src, "world_size", args.world_size, "-w", "--from")
+    world = src.get("world_size") or gpus
     if world is None:
         raise CliError("no world size: pass -w N, world_size= in --from, or an allocation")
-    src.setdefault("world_size", world)
-    if args.world_size:
-        src["world_size"] = args.world_size
-    dst.setdefault("world_size", args.to_world_size or args.world_size or src["world_size"])
-    if args.to_world_size:
-        dst["world_size"] = args.to_world_size
-    if args.to_offset is not None:
-        dst["rank_offset"] = args.to_offset
+    src["world_size"] = world
+    if args.to_world_size is not None:
+        _agree(dst, "world_size", args.to_world_size, "--to-world-size", "--to")
+    else:
+        _agree(dst, "world_size", args.world_size, "-w", "--to")
+    dst.setdefault("world_size", world)
+    _agree(dst, "rank_offset", args.to_offset, "--to-offset", "--to")
     return Topology.from_dict(src), Topology.from_dict(dst), src_split, dst_split
+
+
+def _agree(fields: dict[str, Any], key: str, value: object, option: str, flag: str) -> None:
+    """Set a LAYOUT's ``key`` to ``value`` given by ``option`` (None: not given); a different
+    value of ``key`` in the layout is refused.
+
+    >>> _agree({"world_size": 16}, "world_size", 8, "-w", "--from")
+    Traceback (most recent call last):
+    topology._cli.common.CliError: -w 8 and --from's world_size=16 disagree; give one
+    """
+    if value is None:
+        return
+    if key in fields and fields[key] != value:
+        raise CliError(
+            f"{option} {value} and {flag}'s {key}={shorten(str(fields[key]))} disagree; give one"
+        )
+    fields[key] = value
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the transfer plan's statistics (or its JSON)."""
+    from topology.cost import load_hardware
+
+    hardware = load_hardware(args.hardware or "h100")
     model = model_from_arg(args.model)
     alloc = allocation_from_args(args)
+    if args.hardware is not None and alloc is None:
+        raise CliError(
+            f"--hardware {shorten(args.hardware)} times the plan on an allocation; give one "
+            "(--hosts HOSTLIST --gpus-per-host N, --allocation FILE, ...) or drop --hardware"
+        )
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
     src, dst, src_split, dst_split = _layouts(args, gpus)
     plan = transfer(
@@ -234,6 +266,14 @@ def run(args: argparse.Namespace) -> int:
         src_pipeline_split=src_split,
         dst_pipeline_split=dst_split,
     )
+    timed = None
+    if alloc is not None:
+        timed = transfer_time(
+            plan,
+            alloc,
+            nic_bandwidth=hardware.inter.bandwidth,
+            nvlink_bandwidth=hardware.intra.bandwidth,
+        )
     if args.json:
         ops: Any = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
         write_json(
@@ -246,10 +286,14 @@ def run(args: argparse.Namespace) -> int:
                 "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
                 "ops": ops,
                 "stats": plan.stats,
+                "time": None if timed is None else {"hardware": hardware.name, **timed.to_dict()},
             },
         )
         return 0
-    print(fold(_text(args.model, src, dst, plan), terminal_width()))
+    text = _text(args.model, src, dst, plan)
+    if timed is not None:
+        text += "\n" + _time_text(hardware.name, timed)
+    print(fold(text, terminal_width()))
     return 0
 
 
@@ -294,3 +338,16 @@ def _text(model: str, src: Topology, dst: Topology, plan: Transfer) -> str:
         for name, nbytes in s["bytes_by_tier"].items():
             lines.append(f"    {name:<{width}}  {_size(nbytes)}")
     return "\n".join(lines)
+
+
+def _time_text(hardware: str, timed: TransferTime) -> str:
+    """The predicted time and its bound, each with the resource that sets it."""
+    return "\n".join(
+        [
+            f"  time on {hardware} links (NICs {_size(round(timed.nic_bandwidth))}/s per GPU, "
+            f"NVLink {_size(round(timed.nvlink_bandwidth))}/s per GPU, each way):",
+            f"    predicted time  {timed.seconds:.4g} s ({timed.busiest})",
+            f"    lower bound     {timed.bound:.4g} s ({timed.bound_by}): "
+            + (f"{timed.ratio:.3f}x the bound" if timed.bound else "nothing to move"),
+        ]
+    )

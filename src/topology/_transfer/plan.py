@@ -34,10 +34,11 @@ from typing import Any
 
 import attrs
 
-from .._args import show
+from .._args import check_index, check_size, show
 from .._errors import TopologyError
 from .._machine.allocation import Allocation
 from .._machine.rankmap import RankMap
+from .._megatron.pipeline import check_layers
 from .._megatron.split.split import PipelineSplit, check_split
 from .._megatron.topology import Topology
 from .param_placement import param_placement, placement_key
@@ -54,7 +55,13 @@ from .planner import (
     unit_row,
 )
 
-__all__ = ["Transfer", "TransferOp", "transfer"]
+__all__ = ["MAX_TRANSFER_RANKS", "Transfer", "TransferOp", "rank_map_of", "transfer"]
+
+MAX_TRANSFER_RANKS = 2**20
+"""The most ranks a plan spans (``max(rank_offset + world_size)`` of its layouts): the planner
+keeps each holder set's ranks, each pattern's senders and the statistics' sums per rank, about
+1 to 3 kB per rank (Llama-7B tp8 -> tp4: 1.1 kB and 11 us per rank, DeepSeek-V3 2.6 kB), so
+2**20 ranks take one to three GB; past it a plan is refused before anything is allocated."""
 
 
 @attrs.frozen
@@ -179,8 +186,14 @@ class Transfer:
                 receiving[rank].append(positions)
         return sending, receiving
 
+    def _rank(self, rank: object) -> int:
+        """``rank`` if it is a non-negative int (a rank outside both layouts has nothing to do:
+        a world may run more processes than the plan uses), else a TopologyError."""
+        return check_index("rank", rank)
+
     def _of(self, rank: int, side: int) -> tuple[TransferOp, ...]:
         """The operations ``rank`` sends (side 0) or receives (side 1), in plan order."""
+        rank = self._rank(rank)
         found = []
         for position in heapq.merge(*self._index[side].get(rank, ())):
             block = self.blocks[position]
@@ -223,6 +236,7 @@ class Transfer:
     def held(self, rank: int) -> tuple[TransferOp, ...]:
         """What ``rank`` copies from its own source shard into its destination shard (colocated
         layouts): operations with ``src == dst == rank``, not part of :attr:`ops`."""
+        rank = self._rank(rank)
         found = []
         for param, haves, wants in zip(self.params, *self._shards, strict=True):
             have, want = haves.get(rank), wants.get(rank)
@@ -291,7 +305,9 @@ def _ranges_by_rank(
     return found
 
 
-def _rank_map(allocation: object, world: int) -> RankMap | None:
+def rank_map_of(allocation: object, world: int) -> RankMap | None:
+    """The rank map of ``allocation`` (an :class:`Allocation`, a :class:`RankMap` or None) for
+    layouts using ranks ``0 .. world - 1``; a wrong type or too few ranks raise."""
     if allocation is None or isinstance(allocation, RankMap):
         rank_map = allocation
     elif isinstance(allocation, Allocation):
@@ -373,8 +389,8 @@ def transfer(
         A :class:`Transfer`.
 
     Raises:
-        TopologyError: bad arguments, or a weight neither layout can shard (see
-            :func:`param_placement`).
+        TopologyError: bad arguments, layouts spanning more than :data:`MAX_TRANSFER_RANKS`
+            ranks, or a weight neither layout can shard (see :func:`param_placement`).
 
     >>> from topology import Topology
     >>> w = [Param("w", (8, 8), sharding="column", layer=0)]
@@ -391,9 +407,16 @@ def transfer(
     )
     weights = _check_params(params)
     world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
-    rank_map = _rank_map(allocation, world)
+    check_size(
+        "the plan's ranks (max of rank_offset + world_size)",
+        world,
+        at_most=MAX_TRANSFER_RANKS,
+        why="the most ranks a transfer plan spans",
+    )
+    rank_map = rank_map_of(allocation, world)
     if num_layers is None:
         num_layers = 1 + max((p.layer for p in weights if p.layer is not None), default=0)
+    check_layers("num_layers", num_layers)
     for side, topology, split in (("src", src, splits[0]), ("dst", dst, splits[1])):
         _check_split_fits(side, topology, split, num_layers)
     planner = Planner(src, dst, rank_map, splits=splits)

@@ -47,6 +47,7 @@ __all__ = [
     "bulk",
     "cut_bounds",
     "levels",
+    "nvlink_level",
     "rows_bytes",
     "tally",
     "tier_of",
@@ -181,7 +182,7 @@ def levels(rank_map: RankMap | None) -> tuple[list[str], list[Sequence[int]]]:
     return names, labels
 
 
-def _nvlink_level(rank_map: RankMap | None) -> int | None:
+def nvlink_level(rank_map: RankMap | None) -> int | None:
     """The index in :func:`levels` of the innermost NVLink tier (an NVL72 rack), else None."""
     if rank_map is None:
         return None
@@ -213,7 +214,7 @@ class Planner:
         self.splits = splits
         """Each side's pipeline split (:class:`PipelineSplit`, None: even)."""
         self.names, self.labels = levels(rank_map)
-        level = _nvlink_level(rank_map)
+        level = nvlink_level(rank_map)
         self.domain = self.labels[level] if level is not None else None
         self.classes: dict[tuple[Hashable, Hashable], list[_Piece]] = {}
         self.holder_sets: dict[tuple[int, ...], int] = {}

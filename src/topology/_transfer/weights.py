@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .._architecture.architecture import Architecture
 from .._architecture.presets import ARCHITECTURES
-from .._args import format_choices, show
+from .._args import check_size, format_choices, show
 from .._errors import TopologyError
 from .params import Param
 
@@ -43,7 +43,7 @@ def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
         :func:`topology.transfer`.
 
     Raises:
-        TopologyError: an unknown preset.
+        TopologyError: an unknown preset, or an ``itemsize`` that is not a positive int.
 
     >>> from topology import Architecture, weights
     >>> tiny = weights(Architecture(1, 8, 16, 32, 2, 2, 4))
@@ -53,6 +53,7 @@ def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
     (675, 30486)
     """
     found = architecture_of(model)
+    check_size("itemsize", itemsize)
     h = found.hidden
     embedding = "tied" if found.tied_embeddings else "first"
     listed = [
