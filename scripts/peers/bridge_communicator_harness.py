@@ -95,10 +95,13 @@ _complete_core()
 _original = distributed_c10d.new_group
 
 
-def pytest_report_header() -> str:
-    """Which HyperCommGrid the run uses (the log's first lines)."""
-    module = importlib.import_module("megatron.core.hyper_comm_grid")
-    return f"HyperCommGrid: {module.HyperCommGrid.__module__} ({module.__file__})"
+def pytest_sessionstart(session: object) -> None:
+    """Rank 0 writes which HyperCommGrid the run uses to ``$PEER_RESULTS/grid.txt``."""
+    folder = os.environ.get("PEER_RESULTS")
+    if folder and os.environ.get("RANK", "0") == "0":
+        module = importlib.import_module("megatron.core.hyper_comm_grid")
+        with open(os.path.join(folder, "grid.txt"), "w") as out:
+            out.write(f"HyperCommGrid: {module.HyperCommGrid.__module__} ({module.__file__})\n")
 
 
 def _new_group(*args: Any, **kwargs: Any) -> Any:
