@@ -231,11 +231,13 @@ AXIS_ARGS = mostly(st.sampled_from([*GRID_AXES, "tp-dp", "dp-x-pp"]))
     st.dictionaries(st.sampled_from(GRID_AXES) | st.text(max_size=3), SMALL_OR_ANY, max_size=4),
 )
 def test_grid_queries(pair: tuple[Grid, Any], axes: list[Any], coord: dict[str, Any]) -> None:
-    """groups, group_of, coord, rank, size and index_in_group with any rank and axes."""
+    """groups, groups_in_axis_order, group_of, coord, rank, size and index_in_group with any
+    rank and axes."""
     grid, rank = pair
     groups = attempt(grid.groups, *axes)
     if groups is not None:
         attempt(len, groups)
+    attempt(grid.groups_in_axis_order, *axes)
     attempt(grid.group_of, rank, *axes)
     attempt(grid.coord, rank)
     attempt(grid.rank, **coord)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import itertools
 from math import prod
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology import Grid
+from topology import Grid, TopologyError
 from topology.strategies import grids
 
 # Example budget relative to the loaded profile (100 in ci/dev, fewer in `mutation`).
@@ -156,6 +157,26 @@ def test_token_order_is_irrelevant(case: tuple[Grid, tuple[str, ...]]) -> None:
 
 
 @CHEAP
+@given(grids_with_axes())
+def test_groups_in_axis_order_lists_members_by_given_axes(
+    case: tuple[Grid, tuple[str, ...]],
+) -> None:
+    """groups_in_axis_order(*axes) holds groups(*axes)'s groups in their order, each one's ranks
+    sorted by their coordinates on ``axes`` as given (the first slowest, the last fastest)."""
+    grid, axes = case
+    coords = reference_coords(grid)
+    at = [grid.axes.index(a) for a in axes]
+    expected = [
+        tuple(sorted(group, key=lambda r: tuple(coords[r][i] for i in at)))
+        for group in reference_groups(grid, set(axes))
+    ]
+    assert grid.groups_in_axis_order(*axes) == expected
+    if axes:  # one token 'a-b' reads as 'a', 'b'
+        assert grid.groups_in_axis_order("-".join(axes)) == expected
+    assert grid.groups_in_axis_order(*sorted(axes, key=grid.axes.index)) == list(grid.groups(*axes))
+
+
+@CHEAP
 @given(grids_with_axes(), st.data())
 def test_group_of_holds_rank_at_its_coordinate(
     case: tuple[Grid, tuple[str, ...]], data: st.DataObject
@@ -211,6 +232,18 @@ def test_no_axes_gives_singletons() -> None:
     """groups() with no axes makes every rank a group of its own."""
     grid = Grid.from_sizes(dp=2, tp=3, rank_offset=4)
     assert list(grid.groups()) == [(r,) for r in range(4, 10)]
+
+
+def test_groups_in_axis_order_megatron_example() -> None:
+    """Megatron's _gen_rank_enum docstring: shape [2, 2, 2], dims a (fastest), b, c; dims
+    ["a", "b"] give [[0, 2, 1, 3], [4, 6, 5, 7]]; an unknown or repeated axis raises."""
+    grid = Grid.from_order("a-b-c", a=2, b=2, c=2, rank_offset=8)
+    assert grid.groups_in_axis_order("a", "b") == [(8, 10, 9, 11), (12, 14, 13, 15)]
+    assert grid.groups_in_axis_order() == [(r,) for r in range(8, 16)]
+    with pytest.raises(TopologyError, match="unknown axis 'd'"):
+        grid.groups_in_axis_order("a", "d")
+    with pytest.raises(TopologyError, match="named twice"):
+        grid.groups_in_axis_order("a", "a")
 
 
 def test_size_one_axes_are_real_axes() -> None:

@@ -48,6 +48,11 @@ _CREATE = "ProcessGroups.create"
 _DONE = "the end of ProcessGroups.create (every rank made its groups)"
 
 
+def _any_backend(name: str) -> str | None:
+    """No backend is refused here (``check_backends=False``: torch decides)."""
+    return None
+
+
 def _next_generation() -> int:
     """This call's number among the ``create`` calls in the current default group (0 first):
     a new default group (a job that grew back, say) starts again, as every member's does."""
@@ -258,6 +263,7 @@ class ProcessGroups:
         separate: Iterable[str] = (),
         pg_options: Mapping[str, Any] | None = None,
         agree: bool = True,
+        check_backends: bool = True,
     ) -> ProcessGroups:
         """Create the torch groups of ``topology`` that this rank belongs to.
 
@@ -311,6 +317,10 @@ class ProcessGroups:
                 ``is_initialized``, ``get_world_size`` and ``get_rank``: a group of every rank is
                 a communicator of its own, not the default group, and an invalid argument raises
                 on each rank by itself. ``arrival_timeout`` is then only validated.
+            check_backends: ``False`` hands ``backend``/``backends`` to torch unchecked (torch
+                raises where it cannot make such a group, e.g. NCCL on a CPU-only torch), as
+                Megatron's ``HyperCommGrid`` does; the default refuses, before any group is
+                made, a backend this process cannot use.
 
         Raises:
             TopologyError: a bad argument on any rank, a strategy this default group cannot run,
@@ -322,6 +332,10 @@ class ProcessGroups:
         agreed = agree is not False  # an invalid ``agree`` is reported through the agreement
         if not isinstance(agree, bool):
             problem = TopologyError(f"agree must be True or False, got {shown(agree)}")
+        if not isinstance(check_backends, bool):
+            problem = problem or TopologyError(
+                f"check_backends must be True or False, got {shown(check_backends)}"
+            )
         try:
             deadline = arrival_deadline(arrival_timeout)
         except TopologyError as error:
@@ -344,7 +358,7 @@ class ProcessGroups:
                     separate=separate,
                     pg_options=pg_options,
                     world_timeout=_default_timeout() if agreed else None,
-                    unusable=backend_problem,
+                    unusable=backend_problem if check_backends is not False else _any_backend,
                 )
                 chosen = resolve_strategy(strategy) if agreed else _unagreed_strategy(strategy)
             except TopologyError as error:

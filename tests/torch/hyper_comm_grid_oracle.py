@@ -6,7 +6,9 @@ line each, until stdin closes. A case is ``{"shape", "names", "offset", "view": 
 "names", "shared"}, "asks": [[dims, in_view], ...]}``; the answer is ``{"enums": [...]}`` (one rank
 enumeration per ask, from ``get_rank_enum``) or ``{"error": "<class name>"}`` where Megatron
 refuses the grid or the view; ``"embeddings": true`` adds Megatron's embedding and position
-embedding groups (``default_embedding_ranks`` of each ``pp`` group, as MIMO makes them). No process
+embedding groups (``default_embedding_ranks`` of each ``pp`` group, as MIMO makes them);
+``"gens": [dims, ...]`` adds ``"gens"`` (``_gen_rank_enum(dims)``: members in the given dim order,
+which Megatron's ``BridgeCommunicator`` reads) and ``"orders"`` (``_order_dims_for``). No process
 group is made (``WORLD_SIZE`` is set for the grid).
 """
 
@@ -42,6 +44,9 @@ def answer(case: dict[str, Any]) -> dict[str, Any]:
             for dims, in_view in case["asks"]
         ]
     }
+    if "gens" in case:  # the private enumeration Megatron's communicators call
+        answer["gens"] = [grid._gen_rank_enum(list(dims)) for dims in case["gens"]]
+        answer["orders"] = [grid._order_dims_for(grid.dim_names, list(d)) for d in case["gens"]]
     if case.get("embeddings"):
         pipelines = grid.get_rank_enum("pp")
         answer["embeddings"] = [

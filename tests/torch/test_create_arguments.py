@@ -86,6 +86,8 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({"agree": False, "strategy": "fast"}, r"^strategy 'fast' is not known; use one of 'auto'"),
     ({"agree": False, "kinds": 5}, r"^kinds must be a sequence of kinds such as \('tp', 'pp'\)"),
     ({"agree": False, "arrival_timeout": 0}, r"^arrival_timeout must be a positive datetime."),
+    ({"check_backends": 1}, r"^check_backends must be True or False, got 1$"),
+    ({"check_backends": None}, r"^check_backends must be True or False, got None$"),
 ]
 
 
@@ -123,6 +125,17 @@ def test_nccl_is_refused_without_cuda_and_used_with_it(
     with ProcessGroups.create(Topology(1), **kwargs) as groups:
         assert dist.get_backend(groups.group(kind)) == "nccl"
         assert dist.get_process_group_ranks(groups.group(kind)) == [0]
+
+
+def test_unchecked_backends_go_to_torch_as_given(one_rank: None) -> None:
+    """check_backends=False (Megatron's HyperCommGrid façade): 'nccl' is not refused up front;
+    torch's new_group gets it and decides (a CPU torch raises its own RuntimeError)."""
+    with ProcessGroups.create(Topology(1), backend="nccl", check_backends=False) as groups:
+        if not NCCL_USABLE:
+            with pytest.raises(RuntimeError, match="NCCL"):
+                groups.group("tp")  # a singleton, made on first use
+            return
+        assert dist.get_backend(groups.group("tp")) == "nccl"
 
 
 def test_an_invalid_arrival_deadline_in_the_environment_is_a_topology_error(

@@ -116,6 +116,63 @@ def test_rank_enumerations_are_megatrons(oracle: LineOracle, case: dict[str, Any
     assert ours["enums"] == theirs["enums"]
 
 
+@st.composite
+def enum_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """A grid (1 to 4 dims in any order, sizes 1 to 4, an offset) and three dim lists in a drawn
+    order, each empty one time in five (Megatron's one-rank groups)."""
+    count = draw(st.integers(1, 4))
+    names = draw(st.permutations(NAMES))[:count]
+    shape = [draw(st.integers(1, 4)) for _ in names]
+    picks = []
+    for _ in range(3):
+        order = draw(st.permutations(names))
+        picks.append([] if draw(st.integers(0, 4)) == 0 else order[: draw(st.integers(1, count))])
+    asks = [[dims, False] for dims in picks]
+    offset = draw(st.integers(0, 5))
+    return {
+        "shape": shape,
+        "names": names,
+        "offset": offset,
+        "view": None,
+        "gens": picks,
+        "asks": asks,
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(enum_cases())
+def test_private_enumerations_are_megatrons(oracle: LineOracle, case: dict[str, Any]) -> None:
+    """``_gen_rank_enum`` (each group's members in the caller's dim order, the last fastest:
+    what Megatron's BridgeCommunicator and MultiModuleCommunicator read), ``_gen_rank_enum_for``,
+    ``_order_dims_for`` and ``get_rank_enum`` (empty dims too: one group per rank) equal
+    Megatron 0.19.2's."""
+    theirs = oracle.ask(case)
+    with mock.patch.dict(os.environ, WORLD_SIZE=HUGE):
+        grid = HyperCommGrid(case["shape"], case["names"], rank_offset=case["offset"])
+    assert [grid._gen_rank_enum(dims) for dims in case["gens"]] == theirs["gens"]
+    orders = [list(grid._order_dims_for(grid.dim_names, dims)) for dims in case["gens"]]
+    assert orders == theirs["orders"]
+    assert [grid.get_rank_enum(dims) for dims, _ in case["asks"]] == theirs["enums"]
+    shape, names = case["shape"], case["names"]
+    assert [grid._gen_rank_enum_for(shape, names, d) for d in case["gens"]] == theirs["gens"]
+
+
+def test_gen_rank_enum_examples(world_of_8: None) -> None:
+    """Megatron's docstring example, another factorization, empty dims, and the refusals."""
+    grid = HyperCommGrid([2, 2, 2], ["a", "b", "c"])
+    assert grid._gen_rank_enum(["a", "b"]) == [[0, 2, 1, 3], [4, 6, 5, 7]]
+    assert grid._gen_rank_enum(["b", "a"]) == grid.get_rank_enum(["a", "b"])
+    assert grid._gen_rank_enum([]) == grid.get_rank_enum([]) == [[r] for r in range(8)]
+    assert grid._gen_rank_enum_for([4, 2], ["x", "y"], ["x", "y"]) == [[0, 4, 1, 5, 2, 6, 3, 7]]
+    assert grid._order_dims_for(grid.dim_names, "b") == (["b"], "b")
+    with pytest.raises(TopologyError, match=r"'d' is not a dim of this grid .*\['a', 'b', 'c'\]"):
+        grid._gen_rank_enum(["a", "d"])
+    with pytest.raises(TopologyError, match=r"axis 'a' is named twice"):
+        grid._gen_rank_enum(["a", "a"])
+    with pytest.raises(TopologyError, match=r"'d' is not in dim_names \['a', 'b', 'c'\]"):
+        grid._order_dims_for(grid.dim_names, ["d"])
+
+
 # -- errors (Megatron's classes, our messages) ------------------------------------------------
 
 
@@ -203,7 +260,26 @@ def check_a_world(rank: int) -> None:
     assert (tp is None) == (rank < 4)
     if tp is not None:
         assert ranks(tp) == mine(half.get_rank_enum("tp"))
-    for each in (grid, half):
+    alone = grid.create_pg([])  # Megatron's one-rank groups, kept under the key ""
+    assert ranks(alone) == [rank] and grid.get_pg([]) is alone
+
+    # the backend goes to torch's new_group as given (Megatron's pass-through); here NCCL is
+    # made gloo on the way, as scripts/peers/bridge_communicator_harness.py does
+    asked: list[Any] = []
+    original = dist.new_group
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs.get("backend"))
+        return original(*args, **{**kwargs, "backend": "gloo"})
+
+    nccl = HyperCommGrid([2, 4], ["tp", "dp"], backend="nccl")
+    with mock.patch.object(dist, "new_group", recording):
+        dp = nccl.create_pg("dp")
+    assert set(asked) == {"nccl"} and ranks(dp) == mine(nccl.get_rank_enum("dp"))
+    if not dist.is_nccl_available():  # torch itself refuses, as for Megatron's class
+        with pytest.raises(RuntimeError, match="NCCL"):
+            nccl.create_pg("tp")
+    for each in (grid, half, nccl):
         each.destroy()
     with pytest.raises(KeyError, match="hasn't been created"):
         grid.get_pg("pp")

@@ -11,7 +11,7 @@ import attrs
 from .._args import MAX_WORLD_SIZE, check_index, check_size, show
 from .._errors import TopologyError
 from .groups import OrthogonalGroups
-from .runs import compress, index_of, project
+from .runs import compress, index_of, offsets, project
 
 __all__ = ["Grid", "axis_indices", "check_rank"]
 
@@ -313,6 +313,28 @@ class Grid:
             compress(outer_sizes, outer_strides),
             self.rank_offset,
         )
+
+    def groups_in_axis_order(self, *axes: str) -> list[tuple[int, ...]]:
+        """The groups of :meth:`groups` (the same groups, in the same order), each listing its
+        ranks by their coordinates on ``axes`` **in the order given, the last axis fastest**.
+
+        :meth:`groups` lists a group's ranks ascending (its axes innermost fastest, whatever
+        order they are named in); here the caller's order decides, as in Megatron's
+        ``HyperCommGrid._gen_rank_enum``. With no axes every rank is a group of its own. The
+        list holds every rank once: O(world size).
+
+        >>> grid = Grid.from_sizes(c=2, b=2, a=2)
+        >>> grid.groups_in_axis_order("a", "b")
+        [(0, 2, 1, 3), (4, 6, 5, 7)]
+        >>> grid.groups_in_axis_order("b", "a") == list(grid.groups("a", "b"))
+        True
+
+        Raises:
+            TopologyError: an axis the grid lacks, or one named twice.
+        """
+        indices = axis_indices(self, axes)
+        steps = offsets(tuple((self.shape[i], self._strides[i]) for i in reversed(indices)))
+        return [tuple(base + step for step in steps) for base in self.groups(*axes).bases()]
 
     def group_of(self, rank: int, *axes: str) -> tuple[int, ...]:
         """The group along ``axes`` that holds ``rank``; its position there is its coordinate.

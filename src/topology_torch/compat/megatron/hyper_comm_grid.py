@@ -10,6 +10,12 @@ and every view registered with ``register_view`` are :class:`topology.Grid` valu
 one ``new_group`` per group this rank is in): the calls per rank do not grow with the world,
 where Megatron's ``new_subgroups_by_enumeration`` calls ``new_group`` once per group on every rank.
 
+Megatron's ``BridgeCommunicator`` and ``MultiModuleCommunicator`` read each group's members in the
+order of the dims they name (``_gen_rank_enum``): :meth:`~topology.Grid.groups_in_axis_order`
+gives that order. Empty dims are one group per rank, as Megatron's; ``backend`` goes to torch
+unchecked (``ProcessGroups.create(check_backends=False)``), as Megatron hands it to
+``new_subgroups_by_enumeration``: torch refuses what it cannot make (NCCL on a CPU torch).
+
 Where Megatron raises ``ValueError``, ``KeyError`` or ``RuntimeError``, this raises a
 :class:`topology.TopologyError` that is also that class; messages keep Megatron's words where its
 tests pin them ("Process group ... has already been created") and add the arithmetic and the fix.
@@ -130,7 +136,8 @@ class HyperCommGrid:
         shape: the size of each dim.
         dim_names: the name of each dim (distinct, without '-').
         rank_offset: the grid's first rank in the default group.
-        backend: the backend of every group (default: the default group's).
+        backend: the backend of every group (default: the default group's), handed to torch
+            unchecked as Megatron does.
 
     Raises:
         TopologyError: (a ``ValueError``) bad sizes or names; (a ``RuntimeError``) a grid that
@@ -259,7 +266,7 @@ class HyperCommGrid:
         same order. Returns None on a rank outside the grid.
 
         Args:
-            dims: a dim name or a list of them.
+            dims: a dim name or a list of them; ``[]``: every rank alone (key ``""``).
             view: a view registered with :meth:`register_view` (default: the base one).
             timeout: a ``timedelta`` for the groups (``new_subgroups_by_enumeration``'s).
             pg_options: torch ``pg_options`` (e.g. ``ProcessGroupNCCL.Options``).
@@ -290,11 +297,12 @@ class HyperCommGrid:
                 "out instead of returning the process group that has already been created "
                 "before; keep the group create_pg returned or call get_pg"
             )
-        kind = "-".join(ordered)
+        layout, kind = _layout(target.grid, ordered)
         options = kwargs.get("pg_options")
         made = ProcessGroups.create(
-            AxisGroups(target.grid, kinds=(kind,)),
+            layout,
             backend=self.backend,
+            check_backends=False,  # torch decides, as new_subgroups_by_enumeration lets it
             timeout=kwargs.get("timeout"),
             pg_options=None if options is None else {kind: options},
         )
@@ -329,6 +337,7 @@ class HyperCommGrid:
 
         Groups are ascending and come in ascending order of their first rank (Megatron's
         enumeration); a group's position is its mixed-radix coordinate, ``shape[0]`` fastest.
+        ``[]`` gives one group per rank.
 
         >>> from unittest import mock
         >>> with mock.patch.dict("os.environ", WORLD_SIZE="16"):
@@ -338,6 +347,59 @@ class HyperCommGrid:
         """
         target, ordered = self._locate(dims, view)
         return [list(group) for group in target.grid.groups(*ordered)]
+
+    def _gen_rank_enum(self, dims: list[str]) -> list[list[int]]:
+        r"""Every group along ``dims`` (base view), each listing its ranks by their coordinates
+        on ``dims`` **as given, the last fastest**: Megatron's private enumeration, which its
+        ``BridgeCommunicator`` and ``MultiModuleCommunicator`` call (``get_rank_enum`` and
+        :meth:`create_pg` list each group ascending). ``[]`` gives one group per rank.
+
+        >>> from unittest import mock
+        >>> with mock.patch.dict("os.environ", WORLD_SIZE="8"):
+        ...     grid = HyperCommGrid([2, 2, 2], ["a", "b", "c"])
+        >>> grid._gen_rank_enum(["a", "b"])
+        [[0, 2, 1, 3], [4, 6, 5, 7]]
+
+        Raises:
+            TopologyError: (a ``ValueError``) a dim the grid lacks, or one named twice.
+        """
+        return _in_given_order(self._views[_BASE].grid, dims)
+
+    def _gen_rank_enum_for(
+        self, shape: list[int], dim_names: list[str], dims: list[str]
+    ) -> list[list[int]]:
+        r""":meth:`_gen_rank_enum` for another factorization (``shape``/``dim_names``, this grid's
+        ``rank_offset``), as Megatron's helper of that name.
+
+        Raises:
+            TopologyError: (a ``ValueError``) bad sizes or names, a dim ``dim_names`` lacks, or
+                one named twice.
+        """
+        sizes = _check_factorization("the factorization", shape, dim_names)
+        return _in_given_order(Grid(tuple(dim_names)[::-1], sizes[::-1], self.rank_offset), dims)
+
+    def _order_dims_for(self, dim_names: list[str], dims: str | list[str]) -> tuple[list[str], str]:
+        r"""``dims`` ordered as ``reversed(dim_names)`` (outermost first) and their group key
+        (joined by '-'), as Megatron's helper of that name; a string is one dim.
+
+        >>> from unittest import mock
+        >>> with mock.patch.dict("os.environ", WORLD_SIZE="8"):
+        ...     grid = HyperCommGrid([2, 2, 2], ["tp", "cp", "dp"])
+        >>> grid._order_dims_for(grid.dim_names, ["tp", "dp"])
+        (['dp', 'tp'], 'dp-tp')
+
+        Raises:
+            TopologyError: (a ``ValueError``) a dim ``dim_names`` lacks.
+        """
+        requested = dims if isinstance(dims, list) else [dims]
+        missing = [d for d in requested if d not in dim_names]
+        if missing:
+            raise TopologyError(
+                f"{missing[0]!r} is not in dim_names {list(dim_names)}; name dims of the grid"
+            )
+        outermost = list(dim_names)[::-1]
+        ordered = sorted(requested, key=outermost.index) if isinstance(dims, list) else requested
+        return ordered, "-".join(ordered)
 
     def destroy(self) -> None:
         """Destroy every group this grid created (each communicator once) and forget them all.
@@ -374,10 +436,9 @@ class HyperCommGrid:
                     f"{list(chosen.dim_names)}; name dims of that view"
                     + ("" if view is not None else " or pass view=")
                 )
-        if not requested or len(set(requested)) != len(requested):
+        if len(set(requested)) != len(requested):
             raise TopologyError(
-                f"dims {requested!r} must name each dim once and at least one; "
-                f"e.g. {list(chosen.dim_names[:2])!r}"
+                f"dims {requested!r} must name each dim once; e.g. {list(chosen.dim_names[:2])!r}"
             )
         if chosen.name != _BASE and all(d in chosen.shared_dims for d in requested):
             chosen = self._views[_BASE]
@@ -395,6 +456,28 @@ class HyperCommGrid:
             f"HyperCommGrid({self.shape}, {self.dim_names}, rank_offset={self.rank_offset}, "
             f"backend={self.backend!r}{extra})"
         )
+
+
+def _in_given_order(grid: Grid, dims: object) -> list[list[int]]:
+    """``grid.groups_in_axis_order(*dims)`` as lists (a string is one dim)."""
+    names = list(dims) if isinstance(dims, list | tuple) else [dims]
+    for name in names:
+        if name not in grid.axes:
+            raise TopologyError(
+                f"{name!r} is not a dim of this grid (dim_names {list(grid.axes[::-1])}); "
+                "name dims of the grid"
+            )
+    return [list(group) for group in grid.groups_in_axis_order(*names)]
+
+
+def _layout(grid: Grid, ordered: tuple[str, ...]) -> tuple[AxisGroups, str]:
+    """The groups along ``ordered`` as ``ProcessGroups.create`` takes them, and their kind. No
+    dims: every rank alone (Megatron's ``create_pg([])``), the groups along a size-1 axis."""
+    if ordered:
+        kind = "-".join(ordered)
+        return AxisGroups(grid, kinds=(kind,)), kind
+    alone = Grid(("rank", "alone"), (grid.world_size, 1), grid.rank_offset)
+    return AxisGroups(alone, kinds=("alone",)), "alone"
 
 
 def attach_group(grid: HyperCommGrid, dims: list[str], view: str | None, group: Any) -> None:
