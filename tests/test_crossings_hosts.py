@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from topology._preflight import crossings as crossings_module
 from topology._preflight.crossings import (
     NODE_TIER,
     PLACED_KINDS,
+    _unit_hosts,
     count_crossings,
     host_sets,
     slot_sets,
@@ -114,3 +116,26 @@ def test_interleaved_racks_at_a_huge_world_walk_no_rank() -> None:
     assert found.count("tp", "rack") == 0  # a pp group's hosts are 128 apart: one rack
     assert (found.count("pp", "node"), found.count("pp", "rack")) == (1 << 23, 0)
     assert found.count("dp", "node") == found.count("dp", "rack") == 64
+
+
+@pytest.mark.parametrize(
+    ("gpus", "world", "expected"),
+    [
+        ([8], 5, (8, None)),  # one host: its block
+        ([4, 4, 4], 12, (4, None)),  # equal hosts: block = host
+        ([4, 4, 6], 8, (4, None)),  # the larger last host runs nothing
+        ([4, 4, 6], 12, (4, None)),  # ... or at most the common 4 ranks
+        ([4, 4, 6], 13, (4, [0, 1, 2, 2])),  # 5 ranks on the last host: two blocks there
+        ([4, 8, 2], 14, (4, [0, 1, 1, 2])),  # gcd 4: host 1 is two blocks
+        # 2**16 blocks of 2 (1 + 2 + 32,768 + 32,765): listed; one block more: the rank walk
+        ([2, 4, 65536, 65530], 131072, (2, [0, 1, 1, *[2] * 32768, *[3] * 32765])),
+        ([2, 4, 65536, 65532], 131074, None),
+    ],
+)
+def test_blocks_of_unequal_hosts_by_hand(
+    gpus: list[int], world: int, expected: tuple[int, list[int] | None] | None
+) -> None:
+    """``_unit_hosts``: blocks of the full hosts' gcd, each on one host (the last host's ranks
+    in as many blocks as they need), None past 2**16 blocks; worked by hand."""
+    rank_map = Allocation([Host(f"h{i}", g) for i, g in enumerate(gpus)]).rank_map(world)
+    assert _unit_hosts(rank_map) == expected
