@@ -36,6 +36,7 @@ EXPECTED = [
     "Pull",
     "RankInfo",
     "RankMap",
+    "RankTransfer",
     "Report",
     "Reshape",
     "Tier",
@@ -63,6 +64,7 @@ EXPECTED = [
     "read_topograph",
     "reshape",
     "transfer",
+    "transfer_rank",
     "weights",
 ]
 

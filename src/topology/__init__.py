@@ -48,7 +48,8 @@ from ._reshape.reshape import Reshape, reshape
 from ._transfer.hf_weights import HFWeight, hf_weights
 from ._transfer.param_placement import ParamPlacement, ParamShard, param_placement
 from ._transfer.params import Param
-from ._transfer.plan import Transfer, TransferOp, transfer
+from ._transfer.plan import RankTransfer, Transfer, TransferOp, transfer
+from ._transfer.rank import transfer_rank
 from ._transfer.weights import weights
 
 __all__ = [
@@ -82,6 +83,7 @@ __all__ = [
     "Pull",
     "RankInfo",
     "RankMap",
+    "RankTransfer",
     "Report",
     "Reshape",
     "Tier",
@@ -109,6 +111,7 @@ __all__ = [
     "read_topograph",
     "reshape",
     "transfer",
+    "transfer_rank",
     "weights",
 ]
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 from .._architecture.presets import ARCHITECTURES
@@ -11,7 +13,9 @@ from .._datafile import read_data
 from .._errors import TopologyError
 from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
-from .._transfer.plan import Transfer, transfer
+from .._transfer.metadata import shard_table
+from .._transfer.plan import RankTransfer, Transfer, TransferOp, transfer
+from .._transfer.rank import transfer_rank
 from .._transfer.weights import weights
 from .allocation_args import add_allocation_arguments, allocation_from_args
 from .common import (
@@ -19,6 +23,7 @@ from .common import (
     Once,
     add_output_arguments,
     int_type,
+    json_schema_id,
     model_from_arg,
     plain_int,
     quoted_path,
@@ -135,6 +140,21 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="with --json, give the number of operations instead of the list",
     )
+    parser.add_argument(
+        "--rank",
+        type=int_type("rank", minimum=0),
+        action=Once,
+        metavar="R",
+        help="print only rank R's sends and receives, planned without the whole plan",
+    )
+    parser.add_argument(
+        "--write-plans",
+        dest="write_plans",
+        action=Once,
+        metavar="DIR",
+        help="write each rank's sends and receives to DIR/rank-R.jsonl (one operation a line) "
+        "and the plan's statistics, layouts and file names to DIR/manifest.json",
+    )
     add_allocation_arguments(parser)
     add_output_arguments(parser)
     parser.set_defaults(func=run)
@@ -221,36 +241,141 @@ def _layouts(
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the transfer plan's statistics (or its JSON)."""
+    """Print the transfer plan's statistics (or its JSON), one rank's part, or write every
+    rank's part to files."""
+    if args.rank is not None and args.write_plans is not None:
+        raise CliError("--rank and --write-plans both given; give one")
     model = model_from_arg(args.model)
+    folder = None if args.write_plans is None else _plans_folder(args.write_plans)
     alloc = allocation_from_args(args)
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
     src, dst, src_split, dst_split = _layouts(args, gpus)
+    params = weights(model)
+    head = {
+        "model": args.model,
+        "from": src.to_dict(),
+        "to": dst.to_dict(),
+        "from_pipeline_split": None if src_split is None else src_split.to_megatron(),
+        "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
+    }
+    if args.rank is not None:
+        mine = transfer_rank(
+            src,
+            dst,
+            params,
+            args.rank,
+            allocation=alloc,
+            src_pipeline_split=src_split,
+            dst_pipeline_split=dst_split,
+        )
+        if args.json:
+            table = shard_table(dst, params, pipeline_split=dst_split)
+            ops: Any = len(mine.ops) if args.summary else [op.to_dict() for op in mine.ops]
+            write_json("transfer", {**head, "rank": args.rank, "ops": ops, "params": table})
+        else:
+            print(fold(_rank_text(args.model, src, dst, mine), terminal_width()))
+        return 0
     plan = transfer(
         src,
         dst,
-        weights(model),
+        params,
         allocation=alloc,
         src_pipeline_split=src_split,
         dst_pipeline_split=dst_split,
     )
+    if folder is not None:
+        _write_plans(folder, plan, head)
     if args.json:
-        ops: Any = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
-        write_json(
-            "transfer",
-            {
-                "model": args.model,
-                "from": src.to_dict(),
-                "to": dst.to_dict(),
-                "from_pipeline_split": None if src_split is None else src_split.to_megatron(),
-                "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
-                "ops": ops,
-                "stats": plan.stats,
-            },
-        )
+        ops = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
+        table = shard_table(dst, params, pipeline_split=dst_split)
+        write_json("transfer", {**head, "ops": ops, "stats": plan.stats, "params": table})
         return 0
-    print(fold(_text(args.model, src, dst, plan), terminal_width()))
+    text = _text(args.model, src, dst, plan)
+    if folder is not None:
+        text += f"\n  plans written: {_ranks_of(plan):,} rank files and manifest.json in {folder}"
+    print(fold(text, terminal_width()))
     return 0
+
+
+def _plans_folder(text: str) -> Path:
+    """``--write-plans DIR``: a folder that exists or can be made (checked before planning)."""
+    folder = Path(text)
+    if folder.exists() and not folder.is_dir():
+        raise CliError(f"--write-plans {quoted_path(text)} is a file, not a folder; give a folder")
+    return folder
+
+
+def _ranks_of(plan: Transfer) -> int:
+    return max(
+        plan.src.rank_offset + plan.src.world_size, plan.dst.rank_offset + plan.dst.world_size
+    )
+
+
+_LINE = (
+    '{"src":%d,"dst":%d,"param":%s,"dim":%d,"start":%d,"stop":%d,'
+    '"src_start":%d,"dst_start":%d,"bytes":%d'
+)
+"""One operation of a rank file, as :meth:`TransferOp.to_dict` spells it (compact JSON), less
+its closing brace (a 2-D block adds ``rows``)."""
+
+
+def _write_plans(folder: Path, plan: Transfer, head: dict[str, Any]) -> None:
+    """Write one JSON-lines file per rank (its sends, then its receives, each in plan order),
+    streamed rank by rank, then ``manifest.json``."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"--write-plans {quoted_path(str(folder))}: {error.strerror}") from None
+    names = [json.dumps(p.name) for p in plan.params]
+    dims = [p.cut_dim for p in plan.params]
+    files = []
+    for rank in range(_ranks_of(plan)):
+        path = f"rank-{rank}.jsonl"
+        counts = []
+        with open(folder / path, "w", encoding="utf-8") as out:
+            for side in (0, 1):
+                lines = [_line(row, names, dims) for row in plan.rank_rows(rank, side)]
+                out.writelines(lines)
+                counts.append(len(lines))
+        files.append({"rank": rank, "path": path, "sends": counts[0], "recvs": counts[1]})
+    manifest = {"schema": json_schema_id("transfer-manifest"), **head, "stats": plan.stats}
+    with open(folder / "manifest.json", "w", encoding="utf-8") as out:
+        json.dump({**manifest, "files": files}, out, indent=1)
+        out.write("\n")
+
+
+def _line(row: tuple[Any, ...], names: list[str], dims: list[int]) -> str:
+    """One operation row (:attr:`Transfer.rows`) as a JSON line."""
+    src, dst, index, start, stop, src_start, dst_start, nbytes = row[:8]
+    line = _LINE % (src, dst, names[index], dims[index], start, stop, src_start, dst_start, nbytes)
+    if len(row) == 8:
+        return line + "}\n"
+    a, z, b, c = row[8]
+    return line + f',"rows":{{"start":{a},"stop":{z},"src_start":{b},"dst_start":{c}}}}}\n'
+
+
+def _rank_text(model: str, src: Topology, dst: Topology, mine: RankTransfer) -> str:
+    """Rank ``mine.rank``'s sends and receives, one a line."""
+    sent = sum(op.nbytes for op in mine.sends)
+    got = sum(op.nbytes for op in mine.recvs)
+    lines = [
+        f"transfer {model}: {src} -> {dst}, rank {mine.rank}",
+        f"  sends {len(mine.sends):,} operations ({_size(sent)}), receives "
+        f"{len(mine.recvs):,} ({_size(got)})",
+    ]
+    for verb, ops, peer in (("send", mine.sends, "dst"), ("recv", mine.recvs, "src")):
+        for op in ops:
+            lines.append(
+                f"  {verb} {'to' if peer == 'dst' else 'from'} {getattr(op, peer)}: "
+                f"{op.param.name}[{_where(op)}] ({_size(op.nbytes)})"
+            )
+    return "\n".join(lines)
+
+
+def _where(op: TransferOp) -> str:
+    """The global slice of ``op`` as ``dim d start:stop`` (and its dim-0 rows of a 2-D block)."""
+    cut = f"dim {op.param.cut_dim} {op.start}:{op.stop}"
+    return cut if op.rows is None else f"rows {op.rows[0]}:{op.rows[1]}, {cut}"
 
 
 def _size(n: int) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from .._args import show
+from .._args import check_index, show
 from .._errors import TopologyError
 from .._machine.allocation import Allocation
 from .._machine.rankmap import RankMap
@@ -54,7 +54,20 @@ from .planner import (
     unit_row,
 )
 
-__all__ = ["Transfer", "TransferOp", "transfer"]
+__all__ = [
+    "MAX_TRANSFER_RANKS",
+    "PlanInputs",
+    "RankTransfer",
+    "Transfer",
+    "TransferOp",
+    "plan_inputs",
+    "transfer",
+]
+
+MAX_TRANSFER_RANKS = 2**17
+"""The most ranks two layouts may span together: 131,072, eight times the 16,384-rank plans
+measured in ``benchmarks/bench_transfer_rank.py`` (a plan's memory grows with the ranks that hold
+and need each piece: about 200 MB there), and beyond the largest clusters built."""
 
 
 @attrs.frozen
@@ -119,6 +132,21 @@ _ROWS = ("start", "stop", "src_start", "dst_start")
 
 
 @attrs.frozen
+class RankTransfer:
+    """One rank's part of a plan: what it sends and what it receives, each in plan order (from
+    :meth:`Transfer.for_rank`, or :func:`~topology.transfer_rank` without the whole plan)."""
+
+    rank: int
+    sends: tuple[TransferOp, ...]
+    recvs: tuple[TransferOp, ...]
+
+    @property
+    def ops(self) -> tuple[TransferOp, ...]:
+        """Its sends, then its receives (no operation is both: a rank never sends to itself)."""
+        return self.sends + self.recvs
+
+
+@attrs.frozen
 class Transfer:
     """A plan from :func:`transfer`: its operations (in a deterministic order) and statistics.
 
@@ -179,16 +207,20 @@ class Transfer:
                 receiving[rank].append(positions)
         return sending, receiving
 
-    def _of(self, rank: int, side: int) -> tuple[TransferOp, ...]:
-        """The operations ``rank`` sends (side 0) or receives (side 1), in plan order."""
-        found = []
+    def rank_rows(self, rank: int, side: int) -> Iterator[Row]:
+        """The operations ``rank`` sends (side 0) or receives (side 1) as :attr:`rows`, in plan
+        order (made one block at a time)."""
         for position in heapq.merge(*self._index[side].get(rank, ())):
             block = self.blocks[position]
             pattern = block[5]
             units = pattern.by_sender[rank] if side == 0 else pattern.received_by(rank)
             row_bytes = block_bytes(block, self.params[block[0]])
-            found += [self._op(unit_row(block, row_bytes, u)) for u in units]
-        return tuple(found)
+            for u in units:
+                yield unit_row(block, row_bytes, u)
+
+    def _of(self, rank: int, side: int) -> tuple[TransferOp, ...]:
+        """The operations ``rank`` sends (side 0) or receives (side 1), in plan order."""
+        return tuple(self._op(row) for row in self.rank_rows(rank, side))
 
     def sends(self, rank: int) -> tuple[TransferOp, ...]:
         """What ``rank`` sends, in plan order (one side of a ``batch_isend_irecv``)."""
@@ -197,6 +229,23 @@ class Transfer:
     def recvs(self, rank: int) -> tuple[TransferOp, ...]:
         """What ``rank`` receives, in plan order."""
         return self._of(rank, 1)
+
+    def for_rank(self, rank: int) -> RankTransfer:
+        """What ``rank`` sends and receives: the operations of :attr:`ops` with ``src == rank``,
+        then those with ``dst == rank``, each in plan order.
+
+        Raises:
+            TopologyError: ``rank`` is no int in ``range(`` the ranks both layouts span ``)``.
+
+        >>> from topology import Topology
+        >>> w = [Param("w", (8, 8), sharding="column", layer=0)]
+        >>> plan = transfer(Topology(2, tp=2), Topology(2, tp=1, dp=2, rank_offset=2), w)
+        >>> mine = plan.for_rank(2)
+        >>> [(op.src, op.dst) for op in mine.sends], [(op.src, op.dst) for op in mine.recvs]
+        ([], [(0, 2), (1, 2)])
+        """
+        check_rank(rank, self.src, self.dst)
+        return RankTransfer(rank, self.sends(rank), self.recvs(rank))
 
     @functools.cached_property
     def _shards(self) -> tuple[list[dict[int, _Held]], ...]:
@@ -384,20 +433,65 @@ def transfer(
     >>> plan.stats["max_send_bytes"], plan.stats["max_send_bound"]
     (128, 128)
     """
+    given = plan_inputs(
+        src, dst, params, allocation, num_layers, (src_pipeline_split, dst_pipeline_split)
+    )
+    planner = Planner(src, dst, given.rank_map, splits=given.splits)
+    for index, param in enumerate(given.params):
+        planner.weight(index, param, given.num_layers)
+    blocks, stats = tuple(planner.blocks), planner.stats()
+    return Transfer(src, dst, given.params, given.num_layers, blocks, stats, *given.splits)
+
+
+@attrs.frozen
+class PlanInputs:
+    """The checked arguments of a plan (see :func:`plan_inputs`)."""
+
+    params: tuple[Param, ...]
+    num_layers: int
+    rank_map: RankMap | None
+    splits: tuple[PipelineSplit | None, PipelineSplit | None]
+
+
+def spanned_ranks(src: Topology, dst: Topology) -> int:
+    """How many ranks the two layouts span together (ranks ``0 .. n - 1``)."""
+    return max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
+
+
+def check_rank(rank: object, src: Topology, dst: Topology) -> int:
+    """``rank`` if it is an int in ``range(spanned_ranks(src, dst))``, else raise."""
+    world = spanned_ranks(src, dst)
+    return check_index(
+        "rank", rank, at_most=world - 1, why=f"the layouts span ranks 0..{world - 1}"
+    )
+
+
+def plan_inputs(
+    src: Topology,
+    dst: Topology,
+    params: object,
+    allocation: object,
+    num_layers: int | None,
+    splits: tuple[object, object],
+) -> PlanInputs:
+    """Check :func:`transfer`'s arguments, before anything sized by a rank count is made: the
+    layouts, the splits, the weights, the ranks spanned (at most :data:`MAX_TRANSFER_RANKS`),
+    the allocation (its rank map) and the layers each split places."""
     _check_layouts(src, dst)
-    splits = (
-        check_split(src_pipeline_split, "src_pipeline_split"),
-        check_split(dst_pipeline_split, "dst_pipeline_split"),
+    checked = (
+        check_split(splits[0], "src_pipeline_split"),
+        check_split(splits[1], "dst_pipeline_split"),
     )
     weights = _check_params(params)
-    world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
+    world = spanned_ranks(src, dst)
+    if world > MAX_TRANSFER_RANKS:
+        raise TopologyError(
+            f"the layouts span {world} ranks ({src} and {dst}), more than the "
+            f"{MAX_TRANSFER_RANKS} a transfer plans; plan a smaller world"
+        )
     rank_map = _rank_map(allocation, world)
     if num_layers is None:
         num_layers = 1 + max((p.layer for p in weights if p.layer is not None), default=0)
-    for side, topology, split in (("src", src, splits[0]), ("dst", dst, splits[1])):
+    for side, topology, split in (("src", src, checked[0]), ("dst", dst, checked[1])):
         _check_split_fits(side, topology, split, num_layers)
-    planner = Planner(src, dst, rank_map, splits=splits)
-    for index, param in enumerate(weights):
-        planner.weight(index, param, num_layers)
-    blocks, stats = tuple(planner.blocks), planner.stats()
-    return Transfer(src, dst, weights, num_layers, blocks, stats, *splits)
+    return PlanInputs(weights, num_layers, rank_map, checked)

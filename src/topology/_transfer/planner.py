@@ -290,10 +290,25 @@ class Planner:
         cuts = max(1, min(n // len(need), hi - lo))
         first = self.rotation[h]
         self.rotation[h] = (first + len(need) * cuts % n) % n
+        self.keep(where, row_bytes, pair, cuts, first, rows)
+
+    def keep(
+        self,
+        where: tuple[int, int, int, int, int],
+        row_bytes: int,
+        pair: int,
+        cuts: int,
+        first: int,
+        rows: Rows | None,
+    ) -> None:
+        """Keep one planned piece: its pattern (``pair``, ``cuts``, rotation start ``first``),
+        its bytes per unit for the statistics and its block (one rank's pass keeps only its own
+        units: :class:`~topology._transfer.rank.RankPlanner`)."""
+        lo, hi = where[1], where[2]
         found = self.patterns.get((pair, cuts, first))
         if found is None:
             found = self.patterns[pair, cuts, first] = (
-                self._pattern(pair, cuts, first),
+                self.pattern(pair, cuts, first),
                 [0] * cuts,
             )
         pattern, weights = found
@@ -306,7 +321,7 @@ class Planner:
         self.blocks.append((*where, pattern, rows))
         self.ops += len(pattern.senders)
 
-    def _pattern(self, pair: int, cuts: int, first: int) -> Pattern:
+    def pattern(self, pair: int, cuts: int, first: int) -> Pattern:
         """Who sends each unit (see :mod:`topology._transfer.plan` for the balance rule)."""
         h, need = self.pair_list[pair]
         holders = self.holder_list[h]
