@@ -26,6 +26,7 @@ from topology import (
     transfer_rank,
 )
 from topology._transfer.metadata import rank_runs, shard_table
+from topology._transfer.param_placement import PlacementKeys
 from topology._transfer.plan import MAX_TRANSFER_RANKS
 
 
@@ -119,3 +120,22 @@ def test_a_world_too_large_to_plan_is_refused() -> None:
         transfer(huge, Topology(8, tp=8), w)
     with pytest.raises(TopologyError, match="more than the 131072 a transfer plans"):
         transfer_rank(Topology(8, tp=8), Topology(8, rank_offset=MAX_TRANSFER_RANKS), w, 0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(repeated_cases())
+def test_one_keyer_gives_each_weight_its_own_key(case: Case) -> None:
+    """PlacementKeys' caches change no key: one keyer over every weight gives the key a fresh
+    one gives, and weights of equal keys have equal shards (ranks, ranges and rows)."""
+    src, dst, params, layers, _ = case
+    for topology in (src, dst):
+        shared = PlacementKeys(topology, layers, None)
+        seen: dict[object, object] = {}
+        for param in params:
+            key = shared.key(param)
+            assert key == PlacementKeys(topology, layers, None).key(param)
+            shards = [
+                (s.ranks, s.ranges, s.rows)
+                for s in param_placement(topology, param, num_layers=layers).shards
+            ]
+            assert seen.setdefault(key, shards) == shards

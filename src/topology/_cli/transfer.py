@@ -14,6 +14,7 @@ from .._errors import TopologyError
 from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
 from .._transfer.metadata import shard_table
+from .._transfer.params import Param
 from .._transfer.plan import RankTransfer, Transfer, TransferOp, transfer
 from .._transfer.rank import transfer_rank
 from .._transfer.weights import weights
@@ -311,14 +312,6 @@ def _ranks_of(plan: Transfer) -> int:
     )
 
 
-_LINE = (
-    '{"src":%d,"dst":%d,"param":%s,"dim":%d,"start":%d,"stop":%d,'
-    '"src_start":%d,"dst_start":%d,"bytes":%d'
-)
-"""One operation of a rank file, as :meth:`TransferOp.to_dict` spells it (compact JSON), less
-its closing brace (a 2-D block adds ``rows``)."""
-
-
 def _write_plans(folder: Path, plan: Transfer, head: dict[str, Any]) -> None:
     """Write one JSON-lines file per rank (its sends, then its receives, each in plan order),
     streamed rank by rank, then ``manifest.json``."""
@@ -326,15 +319,14 @@ def _write_plans(folder: Path, plan: Transfer, head: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise CliError(f"--write-plans {quoted_path(str(folder))}: {error.strerror}") from None
-    names = [json.dumps(p.name) for p in plan.params]
-    dims = [p.cut_dim for p in plan.params]
+    templates = [_template(param) for param in plan.params]
     files = []
     for rank in range(_ranks_of(plan)):
         path = f"rank-{rank}.jsonl"
         counts = []
         with open(folder / path, "w", encoding="utf-8") as out:
             for side in (0, 1):
-                lines = [_line(row, names, dims) for row in plan.rank_rows(rank, side)]
+                lines = [_line(row, templates) for row in plan.rank_rows(rank, side)]
                 out.writelines(lines)
                 counts.append(len(lines))
         files.append({"rank": rank, "path": path, "sends": counts[0], "recvs": counts[1]})
@@ -344,13 +336,25 @@ def _write_plans(folder: Path, plan: Transfer, head: dict[str, Any]) -> None:
         out.write("\n")
 
 
-def _line(row: tuple[Any, ...], names: list[str], dims: list[int]) -> str:
+def _template(param: Param) -> str:
+    """The JSON line of an operation on ``param`` as :meth:`TransferOp.to_dict` spells it
+    (compact), its name and dim filled in, a ``%d`` for each other value, less its closing
+    brace (a 2-D block adds ``rows``)."""
+    name = json.dumps(param.name).replace("%", "%%")
+    return (
+        f'{{"src":%d,"dst":%d,"param":{name},"dim":{param.cut_dim},"start":%d,"stop":%d,'
+        '"src_start":%d,"dst_start":%d,"bytes":%d'
+    )
+
+
+def _line(row: tuple[Any, ...], templates: list[str]) -> str:
     """One operation row (:attr:`Transfer.rows`) as a JSON line."""
-    src, dst, index, start, stop, src_start, dst_start, nbytes = row[:8]
-    line = _LINE % (src, dst, names[index], dims[index], start, stop, src_start, dst_start, nbytes)
     if len(row) == 8:
+        src, dst, index, start, stop, src_start, dst_start, nbytes = row
+        line: str = templates[index] % (src, dst, start, stop, src_start, dst_start, nbytes)
         return line + "}\n"
-    a, z, b, c = row[8]
+    src, dst, index, start, stop, src_start, dst_start, nbytes, (a, z, b, c) = row
+    line = templates[index] % (src, dst, start, stop, src_start, dst_start, nbytes)
     return line + f',"rows":{{"start":{a},"stop":{z},"src_start":{b},"dst_start":{c}}}}}\n'
 
 

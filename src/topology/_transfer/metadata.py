@@ -14,7 +14,7 @@ from typing import Any
 
 from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
-from .param_placement import param_placement, placement_key
+from .param_placement import PlacementKeys, param_placement
 from .params import Param
 
 __all__ = ["DTYPES", "rank_runs", "shard_table"]
@@ -74,10 +74,11 @@ def shard_table(
     """
     if num_layers is None:
         num_layers = 1 + max((p.layer for p in params if p.layer is not None), default=0)
+    keys = PlacementKeys(topology, num_layers, pipeline_split)
     classes: dict[Hashable, list[dict[str, Any]]] = {}
     table = []
     for param in params:
-        key = placement_key(topology, param, num_layers=num_layers, pipeline_split=pipeline_split)
+        key = keys.key(param)
         shards = classes.get(key)
         if shards is None:
             placed = param_placement(

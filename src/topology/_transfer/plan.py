@@ -27,7 +27,7 @@ made when asked for.
 from __future__ import annotations
 
 import functools
-import heapq
+import itertools
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
@@ -207,16 +207,30 @@ class Transfer:
                 receiving[rank].append(positions)
         return sending, receiving
 
+    @functools.cached_property
+    def _row_bytes(self) -> tuple[int, ...]:
+        """Each weight's :attr:`Param.row_bytes` (a computed property), once."""
+        return tuple(param.row_bytes for param in self.params)
+
     def rank_rows(self, rank: int, side: int) -> Iterator[Row]:
         """The operations ``rank`` sends (side 0) or receives (side 1) as :attr:`rows`, in plan
-        order (made one block at a time)."""
-        for position in heapq.merge(*self._index[side].get(rank, ())):
-            block = self.blocks[position]
-            pattern = block[5]
+        order (made one block at a time: what ``--write-plans`` streams)."""
+        lists = self._index[side].get(rank, ())
+        positions = lists[0] if len(lists) == 1 else sorted(itertools.chain(*lists))
+        blocks, params, row_bytes = self.blocks, self.params, self._row_bytes
+        for position in positions:
+            block = blocks[position]
+            index, lo, hi, src_lo, dst_lo, pattern, rows = block
+            per = row_bytes[index] if rows is None else rows_bytes(params[index], rows)
             units = pattern.by_sender[rank] if side == 0 else pattern.received_by(rank)
-            row_bytes = block_bytes(block, self.params[block[0]])
-            for u in units:
-                yield unit_row(block, row_bytes, u)
+            if pattern.cuts == 1:
+                senders, need, nbytes = pattern.senders, pattern.need, (hi - lo) * per
+                for u in units:
+                    row = (senders[u], need[u], index, lo, hi, src_lo, dst_lo, nbytes)
+                    yield row if rows is None else (*row, rows)
+            else:
+                for u in units:
+                    yield unit_row(block, per, u)
 
     def _of(self, rank: int, side: int) -> tuple[TransferOp, ...]:
         """The operations ``rank`` sends (side 0) or receives (side 1), in plan order."""

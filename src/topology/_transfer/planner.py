@@ -33,7 +33,7 @@ from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
 from .bounds import peer_bounds, send_bound
-from .param_placement import param_placement, piece_ranks, placement_key
+from .param_placement import PlacementKeys, param_placement, piece_ranks
 from .params import Param
 
 __all__ = [
@@ -226,13 +226,18 @@ class Planner:
         """Per (pair, cuts, rotation start): the pattern and its bytes per unit, over blocks."""
         self.blocks: list[Block] = []
         self.ops = 0
+        self._keys: dict[int, tuple[PlacementKeys, PlacementKeys]] = {}
+        """Per model depth: each side's :class:`PlacementKeys`."""
 
     def weight(self, index: int, param: Param, num_layers: int) -> None:
         """Plan every piece of one weight."""
-        key = (
-            placement_key(self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]),
-            placement_key(self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]),
-        )
+        keys = self._keys.get(num_layers)
+        if keys is None:
+            keys = self._keys[num_layers] = (
+                PlacementKeys(self.src, num_layers, self.splits[0]),
+                PlacementKeys(self.dst, num_layers, self.splits[1]),
+            )
+        key = (keys[0].key(param), keys[1].key(param))
         pieces = self.classes.get(key)
         if pieces is None:
             pieces = self.classes[key] = self._pieces(param, num_layers)
