@@ -7,7 +7,8 @@ generation ``tp8 x ep64`` (etp 1, pp 1, dp 2,048) on the next 16,384 ranks (apar
 generation engine on its own GPUs), 32,768 ranks in all. ``--world N`` measures N -> N instead.
 
 Rows, each in a fresh process (its CPU seconds, user + system, and its peak resident memory,
-from ``os.wait4``'s rusage of that child, and its wall time):
+from ``os.wait4``'s rusage of that child, and its wall time; for the core rows also ``call s``,
+the call alone, timed inside the child, without the interpreter's start and imports):
 
 - ``whole plan``: ``topology.transfer`` (the plan and its statistics): the baseline;
 - ``one rank, sender`` (rank 0) and ``one rank, receiver`` (the first generation rank):
@@ -158,7 +159,7 @@ def main() -> None:
     if not args.skip_write:
         rows.append(write_row(world, args.repeat_write))
     print(f"deepseek-v3, {SRC} -> {DST}, {world:,} -> {world:,} ranks (apart)")
-    print(f"{'row':<28} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} {'ops':>12}  notes")
+    print(f"{'row':<28} {'wall s':>8} {'CPU s':>8} {'call s':>8} {'peak MB':>8} {'ops':>12}  notes")
     for row in rows:
         notes = ""
         if "sends" in row:
@@ -169,8 +170,9 @@ def main() -> None:
         if "max_send_bound" in row:
             ratio = row["max_send_bytes"] / row["max_send_bound"]
             notes += f"{'; ' if notes else ''}max send {ratio:.4f}x its bound"
+        call = f"{row['in_process_s']:.2f}" if "in_process_s" in row else "-"
         print(
-            f"{row['name']:<28} {row['wall_s']:>8.2f} {row['cpu_s']:>8.2f} "
+            f"{row['name']:<28} {row['wall_s']:>8.2f} {row['cpu_s']:>8.2f} {call:>8} "
             f"{row['peak_mb']:>8.0f} {row['ops']:>12,}  {notes}"
         )
     write_result(

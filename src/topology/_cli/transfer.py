@@ -15,7 +15,7 @@ from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
 from .._transfer.metadata import shard_table
 from .._transfer.params import Param
-from .._transfer.plan import RankTransfer, Transfer, TransferOp, transfer
+from .._transfer.plan import RankTransfer, Transfer, TransferOp, spanned_ranks, transfer
 from .._transfer.rank import transfer_rank
 from .._transfer.weights import weights
 from .allocation_args import add_allocation_arguments, allocation_from_args
@@ -293,35 +293,31 @@ def run(args: argparse.Namespace) -> int:
         return 0
     text = _text(args.model, src, dst, plan)
     if folder is not None:
-        text += f"\n  plans written: {_ranks_of(plan):,} rank files and manifest.json in {folder}"
+        files = spanned_ranks(plan.src, plan.dst)
+        text += f"\n  plans written: {files:,} rank files and manifest.json in "
+        text += quoted_path(str(folder))
     print(fold(text, terminal_width()))
     return 0
 
 
 def _plans_folder(text: str) -> Path:
-    """``--write-plans DIR``: a folder that exists or can be made (checked before planning)."""
+    """``--write-plans DIR``: a folder, made if missing (before planning)."""
     folder = Path(text)
     if folder.exists() and not folder.is_dir():
         raise CliError(f"--write-plans {quoted_path(text)} is a file, not a folder; give a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"--write-plans {quoted_path(text)}: {error.strerror}") from None
     return folder
-
-
-def _ranks_of(plan: Transfer) -> int:
-    return max(
-        plan.src.rank_offset + plan.src.world_size, plan.dst.rank_offset + plan.dst.world_size
-    )
 
 
 def _write_plans(folder: Path, plan: Transfer, head: dict[str, Any]) -> None:
     """Write one JSON-lines file per rank (its sends, then its receives, each in plan order),
     streamed rank by rank, then ``manifest.json``."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise CliError(f"--write-plans {quoted_path(str(folder))}: {error.strerror}") from None
     templates = [_template(param) for param in plan.params]
     files = []
-    for rank in range(_ranks_of(plan)):
+    for rank in range(spanned_ranks(plan.src, plan.dst)):
         path = f"rank-{rank}.jsonl"
         counts = []
         with open(folder / path, "w", encoding="utf-8") as out:

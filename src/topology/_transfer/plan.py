@@ -60,7 +60,9 @@ __all__ = [
     "RankTransfer",
     "Transfer",
     "TransferOp",
+    "check_rank",
     "plan_inputs",
+    "spanned_ranks",
     "transfer",
 ]
 
@@ -487,10 +489,12 @@ def plan_inputs(
     allocation: object,
     num_layers: int | None,
     splits: tuple[object, object],
+    rank: object = None,
 ) -> PlanInputs:
     """Check :func:`transfer`'s arguments, before anything sized by a rank count is made: the
     layouts, the splits, the weights, the ranks spanned (at most :data:`MAX_TRANSFER_RANKS`),
-    the allocation (its rank map) and the layers each split places."""
+    ``rank`` when given (one of them), the allocation (its rank map) and the layers each split
+    places."""
     _check_layouts(src, dst)
     checked = (
         check_split(splits[0], "src_pipeline_split"),
@@ -503,6 +507,8 @@ def plan_inputs(
             f"the layouts span {world} ranks ({src} and {dst}), more than the "
             f"{MAX_TRANSFER_RANKS} a transfer plans; plan a smaller world"
         )
+    if rank is not None:
+        check_rank(rank, src, dst)
     rank_map = _rank_map(allocation, world)
     if num_layers is None:
         num_layers = 1 + max((p.layer for p in weights if p.layer is not None), default=0)

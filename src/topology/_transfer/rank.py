@@ -23,7 +23,7 @@ from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
 from .params import Param
-from .plan import RankTransfer, TransferOp, check_rank, plan_inputs
+from .plan import RankTransfer, TransferOp, plan_inputs
 from .planner import Pattern, Planner, Row, Rows, bulk, unit_row
 
 __all__ = ["RankPlanner", "transfer_rank"]
@@ -114,9 +114,8 @@ def transfer_rank(
     [(0, 2, 0, 4), (0, 3, 0, 4)]
     """
     given = plan_inputs(
-        src, dst, params, allocation, num_layers, (src_pipeline_split, dst_pipeline_split)
+        src, dst, params, allocation, num_layers, (src_pipeline_split, dst_pipeline_split), rank
     )
-    check_rank(rank, src, dst)
     planner = RankPlanner(src, dst, given.rank_map, rank, splits=given.splits)
     for index, param in enumerate(given.params):
         planner.weight(index, param, given.num_layers)
