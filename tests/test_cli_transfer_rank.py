@@ -117,3 +117,12 @@ def test_write_plans_into_a_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "taken"
     path.write_text("")
     assert_invalid(*invoke("transfer", *APART, "--write-plans", str(path))[::2], "is a file")
+
+
+@pytest.mark.parametrize(
+    ("folder", "fragment"),
+    [("", "--write-plans is empty"), ("x" * 5000, "File name too long"), ("a\0b", "null")],
+)
+def test_write_plans_into_an_impossible_folder_is_refused(folder: str, fragment: str) -> None:
+    """An empty, too long or NUL-holding folder name is exit 2 with one line."""
+    assert_invalid(*invoke("transfer", *APART, "--write-plans", folder)[::2], fragment)

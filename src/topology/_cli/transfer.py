@@ -302,13 +302,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _plans_folder(text: str) -> Path:
     """``--write-plans DIR``: a folder, made if missing (before planning)."""
+    if not text:
+        raise CliError("--write-plans is empty; give a folder")
     folder = Path(text)
-    if folder.exists() and not folder.is_dir():
-        raise CliError(f"--write-plans {quoted_path(text)} is a file, not a folder; give a folder")
     try:
+        if folder.exists() and not folder.is_dir():
+            raise CliError(
+                f"--write-plans {quoted_path(text)} is a file, not a folder; give a folder"
+            )
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise CliError(f"--write-plans {quoted_path(text)}: {error.strerror}") from None
+    except (OSError, ValueError) as error:
+        why = error.strerror if isinstance(error, OSError) else str(error)
+        raise CliError(f"--write-plans {quoted_path(text)}: {why}; give a folder") from None
     return folder
 
 
