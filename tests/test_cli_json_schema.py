@@ -37,6 +37,8 @@ VERSIONS = {"reshape": 2}
 """Documents past schema version 1 (``reshape`` renamed its ``shrink`` counts to ``trim``)."""
 MODULE_DOCUMENTS = ("check-modules", "place-modules")
 """The documents of ``check --modules`` and ``place --modules`` (tested in test_modules_cli.py)."""
+FILE_DOCUMENTS = ("transfer-manifest",)
+"""Documents written to files: ``transfer --write-plans``'s manifest (test_cli_transfer_rank.py)."""
 
 
 def _strict(node: Any) -> Any:
@@ -58,7 +60,7 @@ _PER_COMMAND = {
     command: jsonschema.Draft202012Validator(
         {"$ref": f"{_STRICT['$id']}#/$defs/{command}"}, registry=_REGISTRY
     )
-    for command in (*COMMANDS, *MODULE_DOCUMENTS)
+    for command in (*COMMANDS, *MODULE_DOCUMENTS, *FILE_DOCUMENTS)
 }
 
 
@@ -140,6 +142,22 @@ MORE_EXAMPLES = [
         "--summary",
         "--json",
     ],
+    [  # one rank's part: its sends and receives, the params table, no stats
+        "transfer",
+        "--from",
+        "ep=4,etp=1",
+        "--to",
+        "tp=2,pp=2",
+        "-w",
+        "4",
+        "--model",
+        "mixtral-8x7b",
+        "--to-offset",
+        "4",
+        "--rank",
+        "5",
+        "--json",
+    ],
     [  # under gtp: row-parallel weights move as 2-D blocks, their ops carry "rows"
         "transfer",
         "--from",
@@ -213,7 +231,7 @@ def test_schema_file_is_a_valid_draft_2020_12_schema() -> None:
 
 def test_schema_file_has_one_definition_per_command() -> None:
     """Each command (and each --modules form) has a ``$defs`` entry; the root accepts those."""
-    documents = (*COMMANDS, *MODULE_DOCUMENTS)
+    documents = (*COMMANDS, *MODULE_DOCUMENTS, *FILE_DOCUMENTS)
     assert set(documents) <= set(SCHEMA["$defs"])
     assert SCHEMA["oneOf"] == [{"$ref": f"#/$defs/{c}"} for c in documents]
 

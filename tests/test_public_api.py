@@ -36,6 +36,7 @@ EXPECTED = [
     "Pull",
     "RankInfo",
     "RankMap",
+    "RankTransfer",
     "Report",
     "Reshape",
     "Tier",
@@ -64,6 +65,7 @@ EXPECTED = [
     "read_topograph",
     "reshape",
     "transfer",
+    "transfer_rank",
     "transfer_time",
     "weights",
 ]

@@ -32,14 +32,14 @@ API: list[tuple[str, Callable[[], object], str]] = [
     ("src None", lambda: transfer(None, DST, W), r"src must be a Topology, got None"),  # type: ignore[arg-type]
     ("split str", lambda: transfer(SRC, DST, W, dst_pipeline_split="x"), "must be a PipelineSplit"),  # type: ignore[arg-type]
     (
-        "world past 2**20",
+        "world past 2**17",
         lambda: transfer(Topology(2**40, tp=8), Topology(2**40, tp=8), W),
-        r"plan's ranks .* must be at most 1048576 \(2\*\*20\), the most ranks a transfer plan",
+        r"plan's ranks .* must be at most 131072 \(2\*\*17\), the most ranks a transfer plan",
     ),
     (
-        "offset past 2**20",
-        lambda: transfer(SRC, Topology(2, rank_offset=2**20), W),
-        r"must be at most 1048576 \(2\*\*20\).*got 1048578",
+        "offset past 2**17",
+        lambda: transfer(SRC, Topology(2, rank_offset=2**17), W),
+        r"must be at most 131072 \(2\*\*17\).*got 131074",
     ),
     ("itemsize str", lambda: weights("llama-7b", itemsize="2"), r"itemsize must be a positive int"),  # type: ignore[arg-type]
     ("itemsize 0", lambda: weights("llama-7b", itemsize=0), r"itemsize must be a positive int"),
@@ -92,11 +92,11 @@ CLI: list[tuple[list[str], str]] = [
     ),
     (
         ["--from", "tp=8", "--to", "tp=8", "-w", "1099511627776"],
-        "must be at most 1048576 (2**20), the most ranks a transfer plan spans",
+        "must be at most 131072 (2**17), the most ranks a transfer plan spans",
     ),
     (
-        ["--from", "tp=8", "--to", "tp=8", "-w", "8", "--to-offset", "1048576"],
-        "the plan's ranks (max of rank_offset + world_size) must be at most 1048576",
+        ["--from", "tp=8", "--to", "tp=8", "-w", "8", "--to-offset", "131072"],
+        "the plan's ranks (max of rank_offset + world_size) must be at most 131072",
     ),
     (["--from", "tp=８", "--to", "tp=2", "-w", "2"], "--from item 'tp=８' is not FIELD=N"),
     (["--from", "tp=٢", "--to", "tp=2", "-w", "2"], "--from item 'tp=٢' is not FIELD=N"),

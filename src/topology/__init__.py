@@ -48,7 +48,8 @@ from ._reshape.reshape import Reshape, reshape
 from ._transfer.hf_weights import HFWeight, hf_weights
 from ._transfer.param_placement import ParamPlacement, ParamShard, param_placement
 from ._transfer.params import Param
-from ._transfer.plan import Transfer, TransferOp, transfer
+from ._transfer.plan import RankTransfer, Transfer, TransferOp, transfer
+from ._transfer.rank import transfer_rank
 from ._transfer.timing import TransferTime, transfer_time
 from ._transfer.weights import weights
 
@@ -83,6 +84,7 @@ __all__ = [
     "Pull",
     "RankInfo",
     "RankMap",
+    "RankTransfer",
     "Report",
     "Reshape",
     "Tier",
@@ -111,6 +113,7 @@ __all__ = [
     "read_topograph",
     "reshape",
     "transfer",
+    "transfer_rank",
     "transfer_time",
     "weights",
 ]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 from .._architecture.presets import ARCHITECTURES
@@ -11,7 +13,10 @@ from .._datafile import read_data
 from .._errors import TopologyError
 from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
-from .._transfer.plan import Transfer, transfer
+from .._transfer.metadata import shard_table
+from .._transfer.params import Param
+from .._transfer.plan import RankTransfer, Transfer, TransferOp, spanned_ranks, transfer
+from .._transfer.rank import transfer_rank
 from .._transfer.timing import TransferTime, transfer_time
 from .._transfer.weights import weights
 from .allocation_args import add_allocation_arguments, allocation_from_args
@@ -20,6 +25,7 @@ from .common import (
     Once,
     add_output_arguments,
     int_type,
+    json_schema_id,
     model_from_arg,
     plain_int,
     quoted_path,
@@ -142,6 +148,21 @@ def register(subparsers: Any) -> None:
         help="with an allocation, the hardware preset whose links time the plan: NICs per GPU "
         "(inter) and NVLink per GPU (intra); default h100: 50 GB/s, 450 GB/s",
     )
+    parser.add_argument(
+        "--rank",
+        type=int_type("rank", minimum=0),
+        action=Once,
+        metavar="R",
+        help="print only rank R's sends and receives, planned without the whole plan",
+    )
+    parser.add_argument(
+        "--write-plans",
+        dest="write_plans",
+        action=Once,
+        metavar="DIR",
+        help="write each rank's sends and receives to DIR/rank-R.jsonl (one operation a line) "
+        "and the plan's statistics, layouts and file names to DIR/manifest.json",
+    )
     add_allocation_arguments(parser)
     add_output_arguments(parser)
     parser.set_defaults(func=run)
@@ -245,11 +266,15 @@ def _agree(fields: dict[str, Any], key: str, value: object, option: str, flag: s
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the transfer plan's statistics (or its JSON)."""
+    """Print the transfer plan's statistics (or its JSON), one rank's part, or write every
+    rank's part to files."""
+    if args.rank is not None and args.write_plans is not None:
+        raise CliError("--rank and --write-plans both given; give one")
     from topology.cost import load_hardware
 
     hardware = load_hardware(args.hardware or "h100")
     model = model_from_arg(args.model)
+    folder = None if args.write_plans is None else _plans_folder(args.write_plans)
     alloc = allocation_from_args(args)
     if args.hardware is not None and alloc is None:
         raise CliError(
@@ -258,10 +283,35 @@ def run(args: argparse.Namespace) -> int:
         )
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
     src, dst, src_split, dst_split = _layouts(args, gpus)
+    params = weights(model)
+    head = {
+        "model": args.model,
+        "from": src.to_dict(),
+        "to": dst.to_dict(),
+        "from_pipeline_split": None if src_split is None else src_split.to_megatron(),
+        "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
+    }
+    if args.rank is not None:
+        mine = transfer_rank(
+            src,
+            dst,
+            params,
+            args.rank,
+            allocation=alloc,
+            src_pipeline_split=src_split,
+            dst_pipeline_split=dst_split,
+        )
+        if args.json:
+            table = shard_table(dst, params, pipeline_split=dst_split)
+            ops: Any = len(mine.ops) if args.summary else [op.to_dict() for op in mine.ops]
+            write_json("transfer", {**head, "rank": args.rank, "ops": ops, "params": table})
+        else:
+            print(fold(_rank_text(args.model, src, dst, mine), terminal_width()))
+        return 0
     plan = transfer(
         src,
         dst,
-        weights(model),
+        params,
         allocation=alloc,
         src_pipeline_split=src_split,
         dst_pipeline_split=dst_split,
@@ -274,27 +324,109 @@ def run(args: argparse.Namespace) -> int:
             nic_bandwidth=hardware.inter.bandwidth,
             nvlink_bandwidth=hardware.intra.bandwidth,
         )
+    if folder is not None:
+        _write_plans(folder, plan, head)
     if args.json:
-        ops: Any = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
+        ops = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
+        table = shard_table(dst, params, pipeline_split=dst_split)
+        time = None if timed is None else {"hardware": hardware.name, **timed.to_dict()}
         write_json(
             "transfer",
-            {
-                "model": args.model,
-                "from": src.to_dict(),
-                "to": dst.to_dict(),
-                "from_pipeline_split": None if src_split is None else src_split.to_megatron(),
-                "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
-                "ops": ops,
-                "stats": plan.stats,
-                "time": None if timed is None else {"hardware": hardware.name, **timed.to_dict()},
-            },
+            {**head, "ops": ops, "stats": plan.stats, "time": time, "params": table},
         )
         return 0
     text = _text(args.model, src, dst, plan)
     if timed is not None:
         text += "\n" + _time_text(hardware.name, timed)
+    if folder is not None:
+        files = spanned_ranks(plan.src, plan.dst)
+        text += f"\n  plans written: {files:,} rank files and manifest.json in "
+        text += quoted_path(str(folder))
     print(fold(text, terminal_width()))
     return 0
+
+
+def _plans_folder(text: str) -> Path:
+    """``--write-plans DIR``: a folder, made if missing (before planning)."""
+    if not text:
+        raise CliError("--write-plans is empty; give a folder")
+    folder = Path(text)
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise CliError(
+                f"--write-plans {quoted_path(text)} is a file, not a folder; give a folder"
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as error:
+        why = error.strerror if isinstance(error, OSError) else str(error)
+        raise CliError(f"--write-plans {quoted_path(text)}: {why}; give a folder") from None
+    return folder
+
+
+def _write_plans(folder: Path, plan: Transfer, head: dict[str, Any]) -> None:
+    """Write one JSON-lines file per rank (its sends, then its receives, each in plan order),
+    streamed rank by rank, then ``manifest.json``."""
+    templates = [_template(param) for param in plan.params]
+    files = []
+    for rank in range(spanned_ranks(plan.src, plan.dst)):
+        path = f"rank-{rank}.jsonl"
+        counts = []
+        with open(folder / path, "w", encoding="utf-8") as out:
+            for side in (0, 1):
+                lines = [_line(row, templates) for row in plan.rank_rows(rank, side)]
+                out.writelines(lines)
+                counts.append(len(lines))
+        files.append({"rank": rank, "path": path, "sends": counts[0], "recvs": counts[1]})
+    manifest = {"schema": json_schema_id("transfer-manifest"), **head, "stats": plan.stats}
+    with open(folder / "manifest.json", "w", encoding="utf-8") as out:
+        json.dump({**manifest, "files": files}, out, indent=1)
+        out.write("\n")
+
+
+def _template(param: Param) -> str:
+    """The JSON line of an operation on ``param`` as :meth:`TransferOp.to_dict` spells it
+    (compact), its name and dim filled in, a ``%d`` for each other value, less its closing
+    brace (a 2-D block adds ``rows``)."""
+    name = json.dumps(param.name).replace("%", "%%")
+    return (
+        f'{{"src":%d,"dst":%d,"param":{name},"dim":{param.cut_dim},"start":%d,"stop":%d,'
+        '"src_start":%d,"dst_start":%d,"bytes":%d'
+    )
+
+
+def _line(row: tuple[Any, ...], templates: list[str]) -> str:
+    """One operation row (:attr:`Transfer.rows`) as a JSON line."""
+    if len(row) == 8:
+        src, dst, index, start, stop, src_start, dst_start, nbytes = row
+        line: str = templates[index] % (src, dst, start, stop, src_start, dst_start, nbytes)
+        return line + "}\n"
+    src, dst, index, start, stop, src_start, dst_start, nbytes, (a, z, b, c) = row
+    line = templates[index] % (src, dst, start, stop, src_start, dst_start, nbytes)
+    return line + f',"rows":{{"start":{a},"stop":{z},"src_start":{b},"dst_start":{c}}}}}\n'
+
+
+def _rank_text(model: str, src: Topology, dst: Topology, mine: RankTransfer) -> str:
+    """Rank ``mine.rank``'s sends and receives, one a line."""
+    sent = sum(op.nbytes for op in mine.sends)
+    got = sum(op.nbytes for op in mine.recvs)
+    lines = [
+        f"transfer {model}: {src} -> {dst}, rank {mine.rank}",
+        f"  sends {len(mine.sends):,} operations ({_size(sent)}), receives "
+        f"{len(mine.recvs):,} ({_size(got)})",
+    ]
+    for verb, ops, peer in (("send", mine.sends, "dst"), ("recv", mine.recvs, "src")):
+        for op in ops:
+            lines.append(
+                f"  {verb} {'to' if peer == 'dst' else 'from'} {getattr(op, peer)}: "
+                f"{op.param.name}[{_where(op)}] ({_size(op.nbytes)})"
+            )
+    return "\n".join(lines)
+
+
+def _where(op: TransferOp) -> str:
+    """The global slice of ``op`` as ``dim d start:stop`` (and its dim-0 rows of a 2-D block)."""
+    cut = f"dim {op.param.cut_dim} {op.start}:{op.stop}"
+    return cut if op.rows is None else f"rows {op.rows[0]}:{op.rows[1]}, {cut}"
 
 
 def _size(n: int) -> str:

@@ -49,6 +49,7 @@ __all__ = [
     "ParamPlacement",
     "ParamShard",
     "Piece",
+    "PlacementKeys",
     "layer_chunks",
     "param_placement",
     "piece_ranks",
@@ -241,7 +242,8 @@ def placement_key(
     equal keys have equal shards (:func:`param_placement` but for ``param``): the grid, whether
     it is cut, the parts, the stages, the expert coordinate and the GTP blocks per shard (1 for
     a bias, which GTP leaves whole; with the rows of dim 0 when GTP cuts a row-parallel one).
-    Checks what :func:`param_placement` checks, in the same order.
+    Checks what :func:`param_placement` checks, in the same order. (For many weights of one
+    layout, :class:`PlacementKeys` computes what depends on the layout alone once.)
 
     >>> t = Topology(8, tp=2, pp=2)
     >>> a = Param("a", (8, 4), sharding="column", layer=3)
@@ -251,16 +253,45 @@ def placement_key(
     >>> placement_key(t, Param("norm", (8,), layer=3), num_layers=4)
     ('dense', False, (8,), ((1, 0),), (), 1)
     """
-    check_split(pipeline_split, "pipeline_split")
-    grid = _grid(topology, param)
-    row = param.row
-    axis = "etp" if "etp" in grid.axes else "tp"
-    shard_size(param, grid.size(axis) if row.dim is not None else 1, axis)
-    gtp = _gtp_size(param, grid)
-    coord = _expert_coord(topology, param, grid)
-    stages = _stages(topology, param, num_layers, pipeline_split)
-    cut = gtp if gtp == 1 or param.cut_dim == 0 else (gtp, param.shape[0])
-    return (row.grid, row.dim is not None, param.part_sizes, stages, tuple(coord.items()), cut)
+    return PlacementKeys(topology, num_layers, pipeline_split).key(param)
+
+
+class PlacementKeys:
+    """:func:`placement_key` of many weights in one layout: the grid, cut axis and GTP size of
+    each sharding, the widths checked and the stages of each layer are computed once."""
+
+    def __init__(
+        self, topology: Topology, num_layers: int, pipeline_split: PipelineSplit | None
+    ) -> None:
+        check_split(pipeline_split, "pipeline_split")
+        self.topology, self.num_layers, self.split = topology, num_layers, pipeline_split
+        self._grids: dict[tuple[str, bool], tuple[Grid, str, int, int]] = {}
+        self._widths: set[tuple[tuple[int, ...], int]] = set()
+        self._stages: dict[tuple[int | None, str], tuple[tuple[int, int], ...]] = {}
+
+    def key(self, param: Param) -> Hashable:
+        """``param``'s :func:`placement_key` in this layout."""
+        row = param.row
+        found = self._grids.get((row.name, len(param.shape) >= 2))
+        if found is None:
+            grid = _grid(self.topology, param)
+            axis = "etp" if "etp" in grid.axes else "tp"
+            split = grid.size(axis) if row.dim is not None else 1
+            found = (grid, axis, split, _gtp_size(param, grid))
+            self._grids[row.name, len(param.shape) >= 2] = found
+        grid, axis, split, gtp = found
+        parts = param.part_sizes
+        if (parts, split) not in self._widths:
+            shard_size(param, split, axis)
+            self._widths.add((parts, split))
+        coord = _expert_coord(self.topology, param, grid)
+        where = (param.layer, param.position)
+        stages = self._stages.get(where)
+        if stages is None:
+            stages = _stages(self.topology, param, self.num_layers, self.split)
+            self._stages[where] = stages
+        cut = gtp if gtp == 1 or param.cut_dim == 0 else (gtp, param.shape[0])
+        return (row.grid, row.dim is not None, parts, stages, tuple(coord.items()), cut)
 
 
 def param_placement(

@@ -27,7 +27,7 @@ made when asked for.
 from __future__ import annotations
 
 import functools
-import heapq
+import itertools
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
@@ -55,13 +55,25 @@ from .planner import (
     unit_row,
 )
 
-__all__ = ["MAX_TRANSFER_RANKS", "Transfer", "TransferOp", "rank_map_of", "transfer"]
+__all__ = [
+    "MAX_TRANSFER_RANKS",
+    "PlanInputs",
+    "RankTransfer",
+    "Transfer",
+    "TransferOp",
+    "check_rank",
+    "plan_inputs",
+    "rank_map_of",
+    "spanned_ranks",
+    "transfer",
+]
 
-MAX_TRANSFER_RANKS = 2**20
-"""The most ranks a plan spans (``max(rank_offset + world_size)`` of its layouts): the planner
-keeps each holder set's ranks, each pattern's senders and the statistics' sums per rank, about
-1 to 3 kB per rank (Llama-7B tp8 -> tp4: 1.1 kB and 11 us per rank, DeepSeek-V3 2.6 kB), so
-2**20 ranks take one to three GB; past it a plan is refused before anything is allocated."""
+MAX_TRANSFER_RANKS = 2**17
+"""The most ranks a plan spans (``max(rank_offset + world_size)`` of its layouts): 131,072,
+eight times the 16,384-rank plans of ``benchmarks/bench_transfer_rank.py``. The planner keeps
+each holder set's ranks, each pattern's senders and the statistics' sums per rank (Llama-7B tp8
+-> tp4: 1.1 kB and 11 us per rank; DeepSeek-V3 16,384 -> 16,384: about 200 MB in all), so a
+plan past it is refused before anything is allocated."""
 
 
 @attrs.frozen
@@ -123,6 +135,21 @@ class TransferOp:
 
 _ROWS = ("start", "stop", "src_start", "dst_start")
 """The keys of :meth:`TransferOp.to_dict`'s ``rows``: the dim-0 range of a 2-D block."""
+
+
+@attrs.frozen
+class RankTransfer:
+    """One rank's part of a plan: what it sends and what it receives, each in plan order (from
+    :meth:`Transfer.for_rank`, or :func:`~topology.transfer_rank` without the whole plan)."""
+
+    rank: int
+    sends: tuple[TransferOp, ...]
+    recvs: tuple[TransferOp, ...]
+
+    @property
+    def ops(self) -> tuple[TransferOp, ...]:
+        """Its sends, then its receives (no operation is both: a rank never sends to itself)."""
+        return self.sends + self.recvs
 
 
 @attrs.frozen
@@ -191,17 +218,35 @@ class Transfer:
         a world may run more processes than the plan uses), else a TopologyError."""
         return check_index("rank", rank)
 
+    @functools.cached_property
+    def _row_bytes(self) -> tuple[int, ...]:
+        """Each weight's :attr:`Param.row_bytes` (a computed property), once."""
+        return tuple(param.row_bytes for param in self.params)
+
+    def rank_rows(self, rank: int, side: int) -> Iterator[Row]:
+        """The operations ``rank`` sends (side 0) or receives (side 1) as :attr:`rows`, in plan
+        order (made one block at a time: what ``--write-plans`` streams)."""
+        lists = self._index[side].get(rank, ())
+        positions = lists[0] if len(lists) == 1 else sorted(itertools.chain(*lists))
+        blocks, params, row_bytes = self.blocks, self.params, self._row_bytes
+        for position in positions:
+            block = blocks[position]
+            index, lo, hi, src_lo, dst_lo, pattern, rows = block
+            per = row_bytes[index] if rows is None else rows_bytes(params[index], rows)
+            units = pattern.by_sender[rank] if side == 0 else pattern.received_by(rank)
+            if pattern.cuts == 1:
+                senders, need, nbytes = pattern.senders, pattern.need, (hi - lo) * per
+                for u in units:
+                    row = (senders[u], need[u], index, lo, hi, src_lo, dst_lo, nbytes)
+                    yield row if rows is None else (*row, rows)
+            else:
+                for u in units:
+                    yield unit_row(block, per, u)
+
     def _of(self, rank: int, side: int) -> tuple[TransferOp, ...]:
         """The operations ``rank`` sends (side 0) or receives (side 1), in plan order."""
         rank = self._rank(rank)
-        found = []
-        for position in heapq.merge(*self._index[side].get(rank, ())):
-            block = self.blocks[position]
-            pattern = block[5]
-            units = pattern.by_sender[rank] if side == 0 else pattern.received_by(rank)
-            row_bytes = block_bytes(block, self.params[block[0]])
-            found += [self._op(unit_row(block, row_bytes, u)) for u in units]
-        return tuple(found)
+        return tuple(self._op(row) for row in self.rank_rows(rank, side))
 
     def sends(self, rank: int) -> tuple[TransferOp, ...]:
         """What ``rank`` sends, in plan order (one side of a ``batch_isend_irecv``)."""
@@ -210,6 +255,23 @@ class Transfer:
     def recvs(self, rank: int) -> tuple[TransferOp, ...]:
         """What ``rank`` receives, in plan order."""
         return self._of(rank, 1)
+
+    def for_rank(self, rank: int) -> RankTransfer:
+        """What ``rank`` sends and receives: the operations of :attr:`ops` with ``src == rank``,
+        then those with ``dst == rank``, each in plan order.
+
+        Raises:
+            TopologyError: ``rank`` is no int in ``range(`` the ranks both layouts span ``)``.
+
+        >>> from topology import Topology
+        >>> w = [Param("w", (8, 8), sharding="column", layer=0)]
+        >>> plan = transfer(Topology(2, tp=2), Topology(2, tp=1, dp=2, rank_offset=2), w)
+        >>> mine = plan.for_rank(2)
+        >>> [(op.src, op.dst) for op in mine.sends], [(op.src, op.dst) for op in mine.recvs]
+        ([], [(0, 2), (1, 2)])
+        """
+        check_rank(rank, self.src, self.dst)
+        return RankTransfer(rank, self.sends(rank), self.recvs(rank))
 
     @functools.cached_property
     def _shards(self) -> tuple[list[dict[int, _Held]], ...]:
@@ -400,27 +462,71 @@ def transfer(
     >>> plan.stats["max_send_bytes"], plan.stats["max_send_bound"]
     (128, 128)
     """
+    given = plan_inputs(
+        src, dst, params, allocation, num_layers, (src_pipeline_split, dst_pipeline_split)
+    )
+    planner = Planner(src, dst, given.rank_map, splits=given.splits)
+    for index, param in enumerate(given.params):
+        planner.weight(index, param, given.num_layers)
+    blocks, stats = tuple(planner.blocks), planner.stats()
+    return Transfer(src, dst, given.params, given.num_layers, blocks, stats, *given.splits)
+
+
+@attrs.frozen
+class PlanInputs:
+    """The checked arguments of a plan (see :func:`plan_inputs`)."""
+
+    params: tuple[Param, ...]
+    num_layers: int
+    rank_map: RankMap | None
+    splits: tuple[PipelineSplit | None, PipelineSplit | None]
+
+
+def spanned_ranks(src: Topology, dst: Topology) -> int:
+    """How many ranks the two layouts span together (ranks ``0 .. n - 1``)."""
+    return max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
+
+
+def check_rank(rank: object, src: Topology, dst: Topology) -> int:
+    """``rank`` if it is an int in ``range(spanned_ranks(src, dst))``, else raise."""
+    world = spanned_ranks(src, dst)
+    return check_index(
+        "rank", rank, at_most=world - 1, why=f"the layouts span ranks 0..{world - 1}"
+    )
+
+
+def plan_inputs(
+    src: Topology,
+    dst: Topology,
+    params: object,
+    allocation: object,
+    num_layers: int | None,
+    splits: tuple[object, object],
+    rank: object = None,
+) -> PlanInputs:
+    """Check :func:`transfer`'s arguments, before anything sized by a rank count is made: the
+    layouts, the splits, the weights, the ranks spanned (at most :data:`MAX_TRANSFER_RANKS`),
+    ``rank`` when given (one of them), the allocation (its rank map) and the layers each split
+    places."""
     _check_layouts(src, dst)
-    splits = (
-        check_split(src_pipeline_split, "src_pipeline_split"),
-        check_split(dst_pipeline_split, "dst_pipeline_split"),
+    checked = (
+        check_split(splits[0], "src_pipeline_split"),
+        check_split(splits[1], "dst_pipeline_split"),
     )
     weights = _check_params(params)
-    world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
+    world = spanned_ranks(src, dst)
     check_size(
         "the plan's ranks (max of rank_offset + world_size)",
         world,
         at_most=MAX_TRANSFER_RANKS,
         why="the most ranks a transfer plan spans",
     )
+    if rank is not None:
+        check_rank(rank, src, dst)
     rank_map = rank_map_of(allocation, world)
     if num_layers is None:
         num_layers = 1 + max((p.layer for p in weights if p.layer is not None), default=0)
     check_layers("num_layers", num_layers)
-    for side, topology, split in (("src", src, splits[0]), ("dst", dst, splits[1])):
+    for side, topology, split in (("src", src, checked[0]), ("dst", dst, checked[1])):
         _check_split_fits(side, topology, split, num_layers)
-    planner = Planner(src, dst, rank_map, splits=splits)
-    for index, param in enumerate(weights):
-        planner.weight(index, param, num_layers)
-    blocks, stats = tuple(planner.blocks), planner.stats()
-    return Transfer(src, dst, weights, num_layers, blocks, stats, *splits)
+    return PlanInputs(weights, num_layers, rank_map, checked)

@@ -33,7 +33,7 @@ from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
 from .bounds import peer_bounds, send_bound
-from .param_placement import param_placement, piece_ranks, placement_key
+from .param_placement import PlacementKeys, param_placement, piece_ranks
 from .params import Param
 
 __all__ = [
@@ -227,13 +227,18 @@ class Planner:
         """Per (pair, cuts, rotation start): the pattern and its bytes per unit, over blocks."""
         self.blocks: list[Block] = []
         self.ops = 0
+        self._keys: dict[int, tuple[PlacementKeys, PlacementKeys]] = {}
+        """Per model depth: each side's :class:`PlacementKeys`."""
 
     def weight(self, index: int, param: Param, num_layers: int) -> None:
         """Plan every piece of one weight."""
-        key = (
-            placement_key(self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]),
-            placement_key(self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]),
-        )
+        keys = self._keys.get(num_layers)
+        if keys is None:
+            keys = self._keys[num_layers] = (
+                PlacementKeys(self.src, num_layers, self.splits[0]),
+                PlacementKeys(self.dst, num_layers, self.splits[1]),
+            )
+        key = (keys[0].key(param), keys[1].key(param))
         pieces = self.classes.get(key)
         if pieces is None:
             pieces = self.classes[key] = self._pieces(param, num_layers)
@@ -291,10 +296,25 @@ class Planner:
         cuts = max(1, min(n // len(need), hi - lo))
         first = self.rotation[h]
         self.rotation[h] = (first + len(need) * cuts % n) % n
+        self.keep(where, row_bytes, pair, cuts, first, rows)
+
+    def keep(
+        self,
+        where: tuple[int, int, int, int, int],
+        row_bytes: int,
+        pair: int,
+        cuts: int,
+        first: int,
+        rows: Rows | None,
+    ) -> None:
+        """Keep one planned piece: its pattern (``pair``, ``cuts``, rotation start ``first``),
+        its bytes per unit for the statistics and its block (one rank's pass keeps only its own
+        units: :class:`~topology._transfer.rank.RankPlanner`)."""
+        lo, hi = where[1], where[2]
         found = self.patterns.get((pair, cuts, first))
         if found is None:
             found = self.patterns[pair, cuts, first] = (
-                self._pattern(pair, cuts, first),
+                self.pattern(pair, cuts, first),
                 [0] * cuts,
             )
         pattern, weights = found
@@ -307,7 +327,7 @@ class Planner:
         self.blocks.append((*where, pattern, rows))
         self.ops += len(pattern.senders)
 
-    def _pattern(self, pair: int, cuts: int, first: int) -> Pattern:
+    def pattern(self, pair: int, cuts: int, first: int) -> Pattern:
         """Who sends each unit (see :mod:`topology._transfer.plan` for the balance rule)."""
         h, need = self.pair_list[pair]
         holders = self.holder_list[h]
