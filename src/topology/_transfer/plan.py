@@ -40,7 +40,7 @@ from .._machine.allocation import Allocation
 from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit, check_split
 from .._megatron.topology import Topology
-from .param_placement import param_placement, placement_key
+from .param_placement import LayoutTarget, ParamPlacement, Target
 from .params import Param
 from .planner import (
     Block,
@@ -135,6 +135,9 @@ class Transfer:
     stats: dict[str, Any] = attrs.field(eq=False)
     src_pipeline_split: PipelineSplit | None = None
     dst_pipeline_split: PipelineSplit | None = None
+    target: Target | None = attrs.field(default=None, eq=False, repr=False)
+    """Where the destination holds each weight when not ``dst``'s own layout (an engine's, see
+    ``topology.refit``; then ``dst`` only names its ranks)."""
 
     def __len__(self) -> int:
         return self._count
@@ -204,19 +207,15 @@ class Transfer:
         holds, and its dim-0 rows (one map per placement class, shared)."""
         classes: dict[tuple[int, Hashable], dict[int, _Held]] = {}
         sides: tuple[list[dict[int, _Held]], ...] = ([], [])
+        targets = (
+            LayoutTarget(self.src, self.src_pipeline_split),
+            self.target or LayoutTarget(self.dst, self.dst_pipeline_split),
+        )
         for param in self.params:
-            for side, topology, split in (
-                (0, self.src, self.src_pipeline_split),
-                (1, self.dst, self.dst_pipeline_split),
-            ):
-                key = (
-                    side,
-                    placement_key(
-                        topology, param, num_layers=self.num_layers, pipeline_split=split
-                    ),
-                )
+            for side, target in enumerate(targets):
+                key = (side, target.key(param, self.num_layers))
                 if key not in classes:
-                    classes[key] = _ranges_by_rank(topology, param, self.num_layers, split)
+                    classes[key] = _ranges_by_rank(target.placement(param, self.num_layers))
                 sides[side].append(classes[key])
         return sides
 
@@ -273,15 +272,11 @@ def _common_rows(
     return rows, rows_bytes(param, (top, bottom))
 
 
-def _ranges_by_rank(
-    topology: Topology, param: Param, num_layers: int, split: PipelineSplit | None
-) -> dict[int, _Held]:
-    """``(start, stop, local start)`` of each range every holder of ``param`` holds, and its
+def _ranges_by_rank(placement: ParamPlacement) -> dict[int, _Held]:
+    """``(start, stop, local start)`` of each range every holder of a weight holds, and its
     dim-0 rows (a rank in two shards, of two stages, keeps the first)."""
     found: dict[int, _Held] = {}
-    for shard in param_placement(
-        topology, param, num_layers=num_layers, pipeline_split=split
-    ).shards:
+    for shard in placement.shards:
         local, ranges = 0, []
         for lo, hi in shard.ranges:
             ranges.append((lo, hi, local))
@@ -347,6 +342,7 @@ def transfer(
     num_layers: int | None = None,
     src_pipeline_split: PipelineSplit | None = None,
     dst_pipeline_split: PipelineSplit | None = None,
+    target: Target | None = None,
 ) -> Transfer:
     """The plan that moves every weight from layout ``src`` to layout ``dst``.
 
@@ -368,6 +364,8 @@ def transfer(
             last_stage_layers=2)``). None: the even split, and where ``pp * vpp`` does not
             divide the layers (Megatron refuses), the longer chunks first
             (:func:`~topology._transfer.param_placement.layer_chunks`).
+        target: where the destination holds each weight when not ``dst``'s layout (an engine's:
+            ``topology.refit`` gives it; ``dst`` then only names the destination's ranks).
 
     Returns:
         A :class:`Transfer`.
@@ -396,8 +394,8 @@ def transfer(
         num_layers = 1 + max((p.layer for p in weights if p.layer is not None), default=0)
     for side, topology, split in (("src", src, splits[0]), ("dst", dst, splits[1])):
         _check_split_fits(side, topology, split, num_layers)
-    planner = Planner(src, dst, rank_map, splits=splits)
+    planner = Planner(src, dst, rank_map, splits=splits, target=target)
     for index, param in enumerate(weights):
         planner.weight(index, param, num_layers)
     blocks, stats = tuple(planner.blocks), planner.stats()
-    return Transfer(src, dst, weights, num_layers, blocks, stats, *splits)
+    return Transfer(src, dst, weights, num_layers, blocks, stats, *splits, target)

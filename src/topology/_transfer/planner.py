@@ -33,7 +33,7 @@ from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
 from .bounds import peer_bounds, send_bound
-from .param_placement import param_placement, piece_ranks, placement_key
+from .param_placement import LayoutTarget, Target, param_placement, piece_ranks, placement_key
 from .params import Param
 
 __all__ = [
@@ -208,10 +208,13 @@ class Planner:
         dst: Topology,
         rank_map: RankMap | None,
         splits: tuple[PipelineSplit | None, PipelineSplit | None] = (None, None),
+        target: Target | None = None,
     ) -> None:
         self.src, self.dst = src, dst
         self.splits = splits
         """Each side's pipeline split (:class:`PipelineSplit`, None: even)."""
+        self.target: Target = target if target is not None else LayoutTarget(dst, splits[1])
+        """Where the destination holds each weight (default: ``dst`` under its split)."""
         self.names, self.labels = levels(rank_map)
         level = _nvlink_level(rank_map)
         self.domain = self.labels[level] if level is not None else None
@@ -231,7 +234,7 @@ class Planner:
         """Plan every piece of one weight."""
         key = (
             placement_key(self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]),
-            placement_key(self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]),
+            self.target.key(param, num_layers),
         )
         pieces = self.classes.get(key)
         if pieces is None:
@@ -247,9 +250,7 @@ class Planner:
         source = param_placement(
             self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]
         )
-        target = param_placement(
-            self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]
-        )
+        target = self.target.placement(param, num_layers)
         found: list[_Piece] = []
         for lo, hi, src_lo, dst_lo, holders, receivers, rows in piece_ranks(source, target):
             pair = self._pair(holders, receivers)
