@@ -303,7 +303,7 @@ def test_the_cli_plans_into_an_engine(capsys: pytest.CaptureFixture[str]) -> Non
     argv = ["transfer", "--from", "tp=2,pp=2", "--to", "engine=vllm,tp=4", "--model", "llama-7b"]
     assert main([*argv, "-w", "4"]) == 0
     out = capsys.readouterr().out
-    assert "-> engine=vllm,tp=4,dp=1,ep=1" in out
+    assert "-> engine=vllm tp=4 dp=1 ep=1 weights 195," in " ".join(out.split())
     assert main([*argv, "-w", "4", "--to-offset", "4", "--json", "--summary"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["to"] == {
@@ -317,3 +317,5 @@ def test_the_cli_plans_into_an_engine(capsys: pytest.CaptureFixture[str]) -> Non
     }
     plan = refit(Topology(4, tp=2, pp=2), "engine=vllm,tp=4", "llama-7b", rank_offset=4)
     assert data["stats"] == json.loads(json.dumps(plan.plan.stats))
+    assert main([*argv, "-w", "4", "--to-world-size", "8"]) == 2
+    assert "contradicts --to engine=vllm,tp=4" in capsys.readouterr().err

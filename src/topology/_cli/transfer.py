@@ -11,6 +11,7 @@ from .._datafile import read_data
 from .._errors import TopologyError
 from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
+from .._refit.refit import engine_layout, refit
 from .._transfer.plan import Transfer, transfer
 from .._transfer.weights import weights
 from .allocation_args import add_allocation_arguments, allocation_from_args
@@ -72,7 +73,12 @@ def register(subparsers: Any) -> None:
             help=f"the {what} layout: 'tp=8,pp=8,ep=32' (Topology fields, and its pipeline "
             "split: first_stage_layers=N, last_stage_layers=N, pipeline_layout=STR, "
             "account_for_embedding=1, account_for_loss=1) or a --config-style JSON file (also "
-            "Megatron's num_layers_in_first_pipeline_stage, ... names)",
+            "Megatron's num_layers_in_first_pipeline_stage, ... names)"
+            + (
+                "; or an engine's: 'engine=vllm,tp=8,dp=2,ep=16' (vllm, sglang, hf: whole tensors)"
+                if flag == "--to"
+                else ""
+            ),
         )
     for flag, what in (
         ("--first-stage-layers", "decoder layers on the first pipeline stage"),
@@ -220,20 +226,52 @@ def _layouts(
     return Topology.from_dict(src), Topology.from_dict(dst), src_split, dst_split
 
 
+def _is_engine(text: str) -> bool:
+    """Whether a ``--to`` LAYOUT names an engine (``engine=vllm,tp=8``)."""
+    return any(item.partition("=")[0].strip() == "engine" for item in text.split(","))
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the transfer plan's statistics (or its JSON)."""
     model = model_from_arg(args.model)
     alloc = allocation_from_args(args)
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
+    engine = None
+    if _is_engine(args.to_layout):
+        try:
+            engine = engine_layout(args.to_layout)
+        except TopologyError as error:
+            raise CliError(f"--to: {error}") from None
+        if args.to_world_size and args.to_world_size != engine.world_size:
+            raise CliError(
+                f"--to-world-size {args.to_world_size} contradicts --to {engine}, which has "
+                f"{engine.world_size} ranks; drop --to-world-size"
+            )
+        args.to_layout, args.to_world_size = "tp=1", engine.world_size
     src, dst, src_split, dst_split = _layouts(args, gpus)
-    plan = transfer(
-        src,
-        dst,
-        weights(model),
-        allocation=alloc,
-        src_pipeline_split=src_split,
-        dst_pipeline_split=dst_split,
-    )
+    if engine is not None:
+        plan = refit(
+            src,
+            engine,
+            model,
+            rank_offset=dst.rank_offset,
+            allocation=alloc,
+            src_pipeline_split=src_split,
+        ).plan
+        to: dict[str, Any] = {**engine.to_dict(), "rank_offset": dst.rank_offset}
+        shown = str(engine).replace(",", " ") + (
+            f" from rank {dst.rank_offset}" if dst.rank_offset else ""
+        )
+    else:
+        plan = transfer(
+            src,
+            dst,
+            weights(model),
+            allocation=alloc,
+            src_pipeline_split=src_split,
+            dst_pipeline_split=dst_split,
+        )
+        to, shown = dst.to_dict(), str(dst)
     if args.json:
         ops: Any = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
         write_json(
@@ -241,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
             {
                 "model": args.model,
                 "from": src.to_dict(),
-                "to": dst.to_dict(),
+                "to": to,
                 "from_pipeline_split": None if src_split is None else src_split.to_megatron(),
                 "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
                 "ops": ops,
@@ -249,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
             },
         )
         return 0
-    print(fold(_text(args.model, src, dst, plan), terminal_width()))
+    print(fold(_text(args.model, src, shown, plan), terminal_width()))
     return 0
 
 
@@ -265,7 +303,7 @@ def _ratio(value: int, bound: int) -> str:
     return f"{value / bound:.3f}x the bound" if bound else "nothing to move"
 
 
-def _text(model: str, src: Topology, dst: Topology, plan: Transfer) -> str:
+def _text(model: str, src: Topology, dst: str, plan: Transfer) -> str:
     s = plan.stats
     lines = [
         f"transfer {model}: {src} -> {dst}",
