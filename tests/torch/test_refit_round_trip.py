@@ -77,11 +77,12 @@ def _megatron(model: Architecture, hf: dict[str, torch.Tensor]) -> dict[str, tor
 def _shard(whole: torch.Tensor, param: Param, ranges: tuple[tuple[int, int], ...],
            rows: tuple[int, int] | None) -> torch.Tensor:  # fmt: skip
     """A holder's local tensor: its ranges of the cut dim laid one after another (its rows)."""
-    local = torch.cat([whole.narrow(param.cut_dim, lo, hi - lo) for lo, hi in ranges], param.cut_dim)
+    cut = param.cut_dim
+    local = torch.cat([whole.narrow(cut, lo, hi - lo) for lo, hi in ranges], cut)
     return local if rows is None else local[rows[0] : rows[1]]
 
 
-def _sources(plan: Refit, megatron: dict[str, torch.Tensor]) -> dict[int, dict[str, torch.Tensor]]:
+def _sources(plan: Refit, megatron: dict[str, torch.Tensor]) -> Tensors:
     """Each training rank's shards under the source layout."""
     found: dict[int, dict[str, torch.Tensor]] = {}
     for param in plan.plan.params:
@@ -95,7 +96,11 @@ def _sources(plan: Refit, megatron: dict[str, torch.Tensor]) -> dict[int, dict[s
     return found
 
 
-def _apply(plan: Refit, sources: dict[int, dict[str, torch.Tensor]]) -> dict[int, dict[str, torch.Tensor]]:
+Tensors = dict[int, dict[str, torch.Tensor]]
+"""Each rank's local tensors by name."""
+
+
+def _apply(plan: Refit, sources: Tensors) -> Tensors:
     """Every engine rank's local tensors after the plan's operations (and, colocated, what each
     rank copies from itself)."""
     engine = plan.engine
