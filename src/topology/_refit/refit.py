@@ -118,8 +118,7 @@ class Refit:
     def _tensors(self) -> dict[int, dict[str, tuple[int, ...]]]:
         found: dict[int, dict[str, tuple[int, ...]]] = {}
         for param in self.plan.params:
-            for rank in range(self.engine.world_size):
-                world = rank + self.rank_offset
+            for world in self.target.holders(param):
                 for run in self.landing(param, world):
                     found.setdefault(world, {})[run.name] = run.shape
         return found
@@ -169,6 +168,15 @@ def refit(
     Raises:
         TopologyError: bad arguments, a size the engine cannot cut a tensor into, or a cut the
             planner cannot express (an engine cutting a dim Megatron does not).
+
+    >>> from topology import Architecture, Topology
+    >>> mixtral = Architecture(1, 8, 64, 16, 4, 2, 2, experts=4, top_k=2, moe_ffn=16)
+    >>> plan = refit(Topology(2, ep=2), "engine=vllm,tp=2,dp=2,ep=4", mixtral, rank_offset=2)
+    >>> {n: s for n, s in plan.tensors(3).items() if ".experts." in n}  # one expert, whole
+    {'model.layers.0.mlp.experts.w13_weight': (1, 32, 8), \
+'model.layers.0.mlp.experts.w2_weight': (1, 8, 16)}
+    >>> plan.plan.stats["max_send_bytes"] == plan.plan.stats["max_send_bound"]
+    True
     """
     layout = engine_layout(engine)
     offset = check_index("rank_offset", rank_offset)

@@ -251,6 +251,10 @@ class EngineTarget:
             local += hi - lo
         return tuple(found)
 
+    def holders(self, param: Param) -> tuple[int, ...]:
+        """The world ranks holding some of ``param``, ascending."""
+        return tuple(sorted(self._class(param).runs))
+
     def _class(self, param: Param) -> _Class:
         key = self.key(param, 0)
         found = self._classes.get(key)
