@@ -236,6 +236,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "topology._machine",
         "topology._architecture",
     ),
+    "topology._refit": (
+        "topology._layout",
+        "topology._megatron",
+        "topology._machine",
+        "topology._architecture",
+        "topology._engine",
+        "topology._transfer",
+    ),
     "topology._reshape": ("topology._layout", "topology._megatron", "topology._machine"),
     "topology._preflight": (
         "topology._layout",

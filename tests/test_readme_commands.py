@@ -1,5 +1,5 @@
 """The README's ``$ topology ...`` transcripts run: each command (``\\`` continuations joined,
-``# ...`` comments dropped) runs in a scratch folder that sees the repository's ``tests/`` data,
+``# ...`` comments dropped) runs in a scratch folder that sees the repository's ``tests/`` and ``src/``,
 in README order (a later command may read a file an earlier one wrote), and every output line the
 README shows appears in the command's output, in that order (``...`` stands for lines left out).
 A comment ``exit N`` states the exit status; without one the command must succeed."""
@@ -62,7 +62,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[int, str, li
     scratch folder that sees the repository's tests/ (on a 200-column terminal: the README shows
     unfolded lines)."""
     folder = tmp_path_factory.mktemp("readme")
-    (folder / "tests").symlink_to(ROOT / "tests")
+    for name in ("tests", "src"):
+        (folder / name).symlink_to(ROOT / name)
     found = []
     cwd = os.getcwd()
     os.chdir(folder)

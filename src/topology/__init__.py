@@ -10,6 +10,7 @@ Standard library and attrs only; no torch. See :class:`Topology` and :class:`Gri
 
 from ._architecture.architecture import Architecture
 from ._architecture.config import read_model_config
+from ._engine.layout import EngineLayout
 from ._errors import TopologyError
 from ._layout.axis_groups import AxisGroups
 from ._layout.grid import Grid
@@ -43,6 +44,8 @@ from ._preflight.modules.report import ModulesReport
 from ._preflight.place.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
+from ._refit.refit import Refit, refit
+from ._refit.target import Landing
 from ._reshape.grow import Growth, Pull, grow
 from ._reshape.reshape import Reshape, reshape
 from ._transfer.hf_weights import HFWeight, hf_weights
@@ -62,6 +65,7 @@ __all__ = [
     "Cluster",
     "Creation",
     "Crossings",
+    "EngineLayout",
     "Finding",
     "Grid",
     "GroupList",
@@ -70,6 +74,7 @@ __all__ = [
     "Handoff",
     "Host",
     "Kind",
+    "Landing",
     "Location",
     "Module",
     "Modules",
@@ -85,6 +90,7 @@ __all__ = [
     "RankInfo",
     "RankMap",
     "RankTransfer",
+    "Refit",
     "Report",
     "Reshape",
     "Tier",
@@ -111,6 +117,7 @@ __all__ = [
     "read_model_config",
     "read_slurm_topology",
     "read_topograph",
+    "refit",
     "reshape",
     "transfer",
     "transfer_rank",

@@ -13,6 +13,7 @@ from .._datafile import read_data
 from .._errors import TopologyError
 from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
+from .._refit.refit import engine_layout, refit
 from .._transfer.metadata import shard_table
 from .._transfer.params import Param
 from .._transfer.plan import RankTransfer, Transfer, TransferOp, spanned_ranks, transfer
@@ -79,7 +80,12 @@ def register(subparsers: Any) -> None:
             help=f"the {what} layout: 'tp=8,pp=8,ep=32' (Topology fields, and its pipeline "
             "split: first_stage_layers=N, last_stage_layers=N, pipeline_layout=STR, "
             "account_for_embedding=1, account_for_loss=1) or a --config-style JSON file (also "
-            "Megatron's num_layers_in_first_pipeline_stage, ... names)",
+            "Megatron's num_layers_in_first_pipeline_stage, ... names)"
+            + (
+                "; or an engine's: 'engine=vllm,tp=8,dp=2,ep=16' (vllm, sglang, hf: whole tensors)"
+                if flag == "--to"
+                else ""
+            ),
         )
     for flag, what in (
         ("--first-stage-layers", "decoder layers on the first pipeline stage"),
@@ -265,6 +271,11 @@ def _agree(fields: dict[str, Any], key: str, value: object, option: str, flag: s
     fields[key] = value
 
 
+def _is_engine(text: str) -> bool:
+    """Whether a ``--to`` LAYOUT names an engine (``engine=vllm,tp=8``)."""
+    return any(item.partition("=")[0].strip() == "engine" for item in text.split(","))
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the transfer plan's statistics (or its JSON), one rank's part, or write every
     rank's part to files."""
@@ -282,12 +293,36 @@ def run(args: argparse.Namespace) -> int:
             "(--hosts HOSTLIST --gpus-per-host N, --allocation FILE, ...) or drop --hardware"
         )
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
+    engine = None
+    if _is_engine(args.to_layout):
+        try:
+            engine = engine_layout(args.to_layout)
+        except TopologyError as error:
+            raise CliError(f"--to: {error}") from None
+        if args.to_world_size and args.to_world_size != engine.world_size:
+            raise CliError(
+                f"--to-world-size {args.to_world_size} contradicts --to {engine}, which has "
+                f"{engine.world_size} ranks; drop --to-world-size"
+            )
+        args.to_layout, args.to_world_size = "tp=1", engine.world_size
     src, dst, src_split, dst_split = _layouts(args, gpus)
+    if engine is not None and args.rank is not None:
+        raise CliError(
+            "--rank plans one rank into a Megatron layout; with --to engine=... plan the whole "
+            "refit (drop --rank)"
+        )
     params = weights(model)
+    to: dict[str, Any] = dst.to_dict()
+    shown = str(dst)
+    if engine is not None:
+        to = {**engine.to_dict(), "rank_offset": dst.rank_offset}
+        shown = str(engine).replace(",", " ") + (
+            f" from rank {dst.rank_offset}" if dst.rank_offset else ""
+        )
     head = {
         "model": args.model,
         "from": src.to_dict(),
-        "to": dst.to_dict(),
+        "to": to,
         "from_pipeline_split": None if src_split is None else src_split.to_megatron(),
         "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
     }
@@ -308,14 +343,24 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(fold(_rank_text(args.model, src, dst, mine), terminal_width()))
         return 0
-    plan = transfer(
-        src,
-        dst,
-        params,
-        allocation=alloc,
-        src_pipeline_split=src_split,
-        dst_pipeline_split=dst_split,
-    )
+    if engine is not None:
+        plan = refit(
+            src,
+            engine,
+            model,
+            rank_offset=dst.rank_offset,
+            allocation=alloc,
+            src_pipeline_split=src_split,
+        ).plan
+    else:
+        plan = transfer(
+            src,
+            dst,
+            params,
+            allocation=alloc,
+            src_pipeline_split=src_split,
+            dst_pipeline_split=dst_split,
+        )
     timed = None
     if alloc is not None:
         timed = transfer_time(
@@ -328,14 +373,13 @@ def run(args: argparse.Namespace) -> int:
         _write_plans(folder, plan, head)
     if args.json:
         ops = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
-        table = shard_table(dst, params, pipeline_split=dst_split)
         time = None if timed is None else {"hardware": hardware.name, **timed.to_dict()}
-        write_json(
-            "transfer",
-            {**head, "ops": ops, "stats": plan.stats, "time": time, "params": table},
-        )
+        document = {**head, "ops": ops, "stats": plan.stats, "time": time}
+        if engine is None:  # an engine's per-tensor metadata is its rules' (docs/engines.md)
+            document["params"] = shard_table(dst, params, pipeline_split=dst_split)
+        write_json("transfer", document)
         return 0
-    text = _text(args.model, src, dst, plan)
+    text = _text(args.model, src, shown, plan)
     if timed is not None:
         text += "\n" + _time_text(hardware.name, timed)
     if folder is not None:
@@ -441,7 +485,7 @@ def _ratio(value: int, bound: int) -> str:
     return f"{value / bound:.3f}x the bound" if bound else "nothing to move"
 
 
-def _text(model: str, src: Topology, dst: Topology, plan: Transfer) -> str:
+def _text(model: str, src: Topology, dst: str, plan: Transfer) -> str:
     s = plan.stats
     lines = [
         f"transfer {model}: {src} -> {dst}",

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable
+from typing import Protocol
 
 import attrs
 
@@ -46,10 +47,12 @@ from .params import Param
 
 __all__ = [
     "GTP_ALIGNMENT",
+    "LayoutTarget",
     "ParamPlacement",
     "ParamShard",
     "Piece",
     "PlacementKeys",
+    "Target",
     "layer_chunks",
     "param_placement",
     "piece_ranks",
@@ -390,7 +393,7 @@ def pieces(source: ParamPlacement, target: ParamPlacement) -> list[Piece]:
     """
     src, dst = _runs(source), _runs(target)
     src_rows, dst_rows = _rows_of(source), _rows_of(target)
-    if src_rows or dst_rows:
+    if src_rows or dst_rows or _overlap(src) or _overlap(dst):
         return _blocks(source.param.shape[0], src, dst, src_rows, dst_rows)
     found: list[Piece] = []
     i = k = 0
@@ -404,6 +407,12 @@ def pieces(source: ParamPlacement, target: ParamPlacement) -> list[Piece]:
         else:
             k += 1
     return found
+
+
+def _overlap(runs: list[tuple[int, int, int, int]]) -> bool:
+    """Whether two sorted runs overlap (shards sharing some of their ranges, as an engine's
+    ranks sharing a KV head do): then :func:`pieces` intersects every run with every run."""
+    return any(runs[k][0] < runs[k - 1][1] for k in range(1, len(runs)))
 
 
 def _rows_of(placement: ParamPlacement) -> dict[int, tuple[int, int]]:
@@ -459,3 +468,43 @@ def piece_ranks(
         (lo, hi, src_lo, dst_lo, holders[a], receivers[b], rows)
         for lo, hi, a, b, src_lo, dst_lo, rows in pieces(source, target)
     ]
+
+
+class Target(Protocol):
+    """A destination's placements: each weight's :class:`ParamPlacement` and the key of its class
+    (weights of equal keys have equal shards; the planner computes one placement per key)."""
+
+    def key(self, param: Param, num_layers: int) -> Hashable:
+        """What decides ``param``'s shards (see :func:`placement_key`)."""
+        ...  # pragma: no cover
+
+    def placement(self, param: Param, num_layers: int) -> ParamPlacement:
+        """``param``'s shards and their ranks."""
+        ...  # pragma: no cover
+
+
+@attrs.frozen
+class LayoutTarget:
+    """The :class:`Target` of a Megatron layout: :func:`placement_key` and
+    :func:`param_placement` of ``topology`` under ``pipeline_split``.
+
+    >>> from topology import Topology
+    >>> t = LayoutTarget(Topology(2, tp=2))
+    >>> [s.ranges for s in t.placement(Param("w", (4, 2), sharding="column"), 1).shards]
+    [((0, 2),), ((2, 4),)]
+    """
+
+    topology: Topology
+    pipeline_split: PipelineSplit | None = None
+
+    def key(self, param: Param, num_layers: int) -> Hashable:
+        """:func:`placement_key` of ``param``."""
+        return placement_key(
+            self.topology, param, num_layers=num_layers, pipeline_split=self.pipeline_split
+        )
+
+    def placement(self, param: Param, num_layers: int) -> ParamPlacement:
+        """:func:`param_placement` of ``param``."""
+        return param_placement(
+            self.topology, param, num_layers=num_layers, pipeline_split=self.pipeline_split
+        )

@@ -41,7 +41,7 @@ from .._machine.rankmap import RankMap
 from .._megatron.pipeline import check_layers
 from .._megatron.split.split import PipelineSplit, check_split
 from .._megatron.topology import Topology
-from .param_placement import param_placement, placement_key
+from .param_placement import LayoutTarget, ParamPlacement, Target
 from .params import Param
 from .planner import (
     Block,
@@ -169,6 +169,9 @@ class Transfer:
     stats: dict[str, Any] = attrs.field(eq=False)
     src_pipeline_split: PipelineSplit | None = None
     dst_pipeline_split: PipelineSplit | None = None
+    target: Target | None = attrs.field(default=None, eq=False, repr=False)
+    """Where the destination holds each weight when not ``dst``'s own layout (an engine's, see
+    ``topology.refit``; then ``dst`` only names its ranks)."""
 
     def __len__(self) -> int:
         return self._count
@@ -279,19 +282,15 @@ class Transfer:
         holds, and its dim-0 rows (one map per placement class, shared)."""
         classes: dict[tuple[int, Hashable], dict[int, _Held]] = {}
         sides: tuple[list[dict[int, _Held]], ...] = ([], [])
+        targets = (
+            LayoutTarget(self.src, self.src_pipeline_split),
+            self.target or LayoutTarget(self.dst, self.dst_pipeline_split),
+        )
         for param in self.params:
-            for side, topology, split in (
-                (0, self.src, self.src_pipeline_split),
-                (1, self.dst, self.dst_pipeline_split),
-            ):
-                key = (
-                    side,
-                    placement_key(
-                        topology, param, num_layers=self.num_layers, pipeline_split=split
-                    ),
-                )
+            for side, target in enumerate(targets):
+                key = (side, target.key(param, self.num_layers))
                 if key not in classes:
-                    classes[key] = _ranges_by_rank(topology, param, self.num_layers, split)
+                    classes[key] = _ranges_by_rank(target.placement(param, self.num_layers))
                 sides[side].append(classes[key])
         return sides
 
@@ -349,15 +348,11 @@ def _common_rows(
     return rows, rows_bytes(param, (top, bottom))
 
 
-def _ranges_by_rank(
-    topology: Topology, param: Param, num_layers: int, split: PipelineSplit | None
-) -> dict[int, _Held]:
-    """``(start, stop, local start)`` of each range every holder of ``param`` holds, and its
+def _ranges_by_rank(placement: ParamPlacement) -> dict[int, _Held]:
+    """``(start, stop, local start)`` of each range every holder of a weight holds, and its
     dim-0 rows (a rank in two shards, of two stages, keeps the first)."""
     found: dict[int, _Held] = {}
-    for shard in param_placement(
-        topology, param, num_layers=num_layers, pipeline_split=split
-    ).shards:
+    for shard in placement.shards:
         local, ranges = 0, []
         for lo, hi in shard.ranges:
             ranges.append((lo, hi, local))
@@ -425,6 +420,7 @@ def transfer(
     num_layers: int | None = None,
     src_pipeline_split: PipelineSplit | None = None,
     dst_pipeline_split: PipelineSplit | None = None,
+    target: Target | None = None,
 ) -> Transfer:
     """The plan that moves every weight from layout ``src`` to layout ``dst``.
 
@@ -446,6 +442,8 @@ def transfer(
             last_stage_layers=2)``). None: the even split, and where ``pp * vpp`` does not
             divide the layers (Megatron refuses), the longer chunks first
             (:func:`~topology._transfer.param_placement.layer_chunks`).
+        target: where the destination holds each weight when not ``dst``'s layout (an engine's:
+            ``topology.refit`` gives it; ``dst`` then only names the destination's ranks).
 
     Returns:
         A :class:`Transfer`.
@@ -465,11 +463,11 @@ def transfer(
     given = plan_inputs(
         src, dst, params, allocation, num_layers, (src_pipeline_split, dst_pipeline_split)
     )
-    planner = Planner(src, dst, given.rank_map, splits=given.splits)
+    planner = Planner(src, dst, given.rank_map, splits=given.splits, target=target)
     for index, param in enumerate(given.params):
         planner.weight(index, param, given.num_layers)
     blocks, stats = tuple(planner.blocks), planner.stats()
-    return Transfer(src, dst, given.params, given.num_layers, blocks, stats, *given.splits)
+    return Transfer(src, dst, given.params, given.num_layers, blocks, stats, *given.splits, target)
 
 
 @attrs.frozen

@@ -33,7 +33,13 @@ from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
 from .bounds import peer_bounds, send_bound
-from .param_placement import PlacementKeys, param_placement, piece_ranks
+from .param_placement import (
+    LayoutTarget,
+    PlacementKeys,
+    Target,
+    param_placement,
+    piece_ranks,
+)
 from .params import Param
 
 __all__ = [
@@ -209,10 +215,13 @@ class Planner:
         dst: Topology,
         rank_map: RankMap | None,
         splits: tuple[PipelineSplit | None, PipelineSplit | None] = (None, None),
+        target: Target | None = None,
     ) -> None:
         self.src, self.dst = src, dst
         self.splits = splits
         """Each side's pipeline split (:class:`PipelineSplit`, None: even)."""
+        self.target: Target = target if target is not None else LayoutTarget(dst, splits[1])
+        """Where the destination holds each weight (default: ``dst`` under its split)."""
         self.names, self.labels = levels(rank_map)
         level = nvlink_level(rank_map)
         self.domain = self.labels[level] if level is not None else None
@@ -227,18 +236,22 @@ class Planner:
         """Per (pair, cuts, rotation start): the pattern and its bytes per unit, over blocks."""
         self.blocks: list[Block] = []
         self.ops = 0
-        self._keys: dict[int, tuple[PlacementKeys, PlacementKeys]] = {}
+        self._keys: dict[int, tuple[PlacementKeys, PlacementKeys | None]] = {}
         """Per model depth: each side's :class:`PlacementKeys`."""
 
     def weight(self, index: int, param: Param, num_layers: int) -> None:
         """Plan every piece of one weight."""
         keys = self._keys.get(num_layers)
         if keys is None:
+            target = self.target
             keys = self._keys[num_layers] = (
                 PlacementKeys(self.src, num_layers, self.splits[0]),
-                PlacementKeys(self.dst, num_layers, self.splits[1]),
+                PlacementKeys(target.topology, num_layers, target.pipeline_split)
+                if isinstance(target, LayoutTarget)
+                else None,
             )
-        key = (keys[0].key(param), keys[1].key(param))
+        dst_key = keys[1].key(param) if keys[1] is not None else self.target.key(param, num_layers)
+        key = (keys[0].key(param), dst_key)
         pieces = self.classes.get(key)
         if pieces is None:
             pieces = self.classes[key] = self._pieces(param, num_layers)
@@ -253,9 +266,7 @@ class Planner:
         source = param_placement(
             self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]
         )
-        target = param_placement(
-            self.dst, param, num_layers=num_layers, pipeline_split=self.splits[1]
-        )
+        target = self.target.placement(param, num_layers)
         found: list[_Piece] = []
         for lo, hi, src_lo, dst_lo, holders, receivers, rows in piece_ranks(source, target):
             pair = self._pair(holders, receivers)

@@ -1,0 +1,292 @@
+"""An engine's layout as a transfer's destination: each Megatron weight's shards on its ranks.
+
+:class:`EngineTarget` is the planner's target (:class:`~topology._transfer.param_placement.Target`)
+for a generation engine: per Megatron :class:`Param`, a
+:class:`~topology._transfer.param_placement.ParamPlacement` computed from the engine's rules, and
+per (weight, rank) the :class:`Landing` of each run of it in the engine's local tensors.
+
+Algorithm: for each engine rank and each Hugging Face tensor of the weight
+(``topology.hf_weights``), the engine's rule (:func:`~topology._engine.rules.holding`) gives boxes
+of the Hugging Face tensor and where each lands in a local tensor. A box is mapped to the weight's
+coordinates: dim 0 through the tensor's ``blocks`` (one run per block it meets), the other dims
+unchanged, and is kept as a range along the weight's cut dim; every other dim must be whole
+(an engine cutting a dim Megatron does not cut is refused: no range says it). The runs of a rank
+are listed in the order of its local tensors (tensor by tensor, then by position), adjacent runs
+merged, so the ranges laid one after another are the rank's engine layout; ranks holding the same
+ranges form one shard (vLLM's ranks sharing a KV head). Padding rows of a vocabulary receive
+nothing. Each placement is computed once per class (:meth:`EngineTarget.key`: the roles, shapes and
+blocks of the weight's tensors, its shape, and its expert: the layer is not in it).
+
+>>> from topology import Architecture, Param, weights
+>>> from topology._engine.layout import EngineLayout
+>>> llama = Architecture(1, 16, 64, 32, 4, 2, 4)
+>>> target = EngineTarget(EngineLayout("vllm", tp=4), llama)
+>>> qkv = weights(llama)[2]
+>>> qkv.name, qkv.shape
+('decoder.layers.0.self_attention.linear_qkv.weight', (32, 16))
+>>> [(s.ranks, s.ranges) for s in target.placement(qkv, 1).shards]
+[((0,), ((0, 4), (8, 16))), ((1,), ((4, 16),)), ((2,), ((16, 20), (24, 32))), ((3,), ((20, 32),))]
+>>> target.landing(qkv, 0)[1]
+Landing(start=4, stop=12, name='model.layers.0.self_attn.qkv_proj.weight', shape=(12, 16), \
+box=((4, 12), (0, 16)), dim=0)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Iterator, Sequence
+
+import attrs
+
+from .._architecture.architecture import Architecture
+from .._engine.layout import EngineLayout
+from .._engine.rules import PLACEMENTS, Piece, holding, rule_of
+from .._errors import TopologyError
+from .._transfer.hf_weights import HFWeight, hf_weights
+from .._transfer.param_placement import ParamPlacement, ParamShard
+from .._transfer.params import Param
+
+__all__ = ["Box", "EngineTarget", "Landing", "engine_name"]
+
+Box = tuple[tuple[int, int], ...]
+"""``(start, stop)`` per dim of a tensor."""
+
+
+@attrs.frozen
+class Landing:
+    """Where one run of a weight's shard sits in an engine rank's local tensor.
+
+    ``[start, stop)`` are positions along the weight's cut dim in the rank's shard (its ranges
+    laid one after another); they land in the local tensor ``name`` (of local ``shape``) as
+    ``box``, whose dim ``dim`` runs along the weight's cut dim (after a routed expert's leading
+    slot dim).
+    """
+
+    start: int
+    stop: int
+    name: str
+    shape: tuple[int, ...]
+    box: Box
+    dim: int
+
+    def part(self, start: int, stop: int) -> Box:
+        """The box of shard positions ``[start, stop)`` (within this run)."""
+        lo = self.box[self.dim][0] + start - self.start
+        return (*self.box[: self.dim], (lo, lo + stop - start), *self.box[self.dim + 1 :])
+
+
+def engine_name(hf_name: str, param: str) -> str:
+    """The engine's full name of the local tensor ``param`` (a rule's, empty: the Hugging Face
+    tensor itself) that the tensor ``hf_name`` loads into: ``param`` in place of the module it
+    starts with (``experts``, ``gate``), else of the tensor's own module (``q_proj`` ->
+    ``qkv_proj``), with ``.weight`` / ``.bias`` kept unless ``param`` ends in its own.
+
+    >>> engine_name("model.layers.0.self_attn.k_proj.bias", "qkv_proj")
+    'model.layers.0.self_attn.qkv_proj.bias'
+    >>> engine_name("model.layers.1.mlp.experts.3.w1.weight", "experts.w13_weight")
+    'model.layers.1.mlp.experts.w13_weight'
+    >>> engine_name("model.norm.weight", "")
+    'model.norm.weight'
+    """
+    if not param:
+        return hf_name
+    parts = hf_name.split(".")
+    head = param.split(".")[0]
+    at = len(parts) - 1 - parts[::-1].index(head) if head in parts else len(parts) - 2
+    own = param.endswith(("_weight", "_bias")) or parts[-1] not in ("weight", "bias")
+    return ".".join([*parts[:at], param, *([] if own else parts[-1:])])
+
+
+_Run = tuple[int, int, int, Box, int]
+"""(param start, param stop, position of the Hugging Face tensor, box, dim): one run of a rank."""
+
+
+def _whole(hf: HFWeight, source: Box, keep: int) -> bool:
+    """Whether ``source`` spans every dim of ``hf`` but ``keep``."""
+    spans = zip(source, hf.shape, strict=True)
+    return all(span == (0, n) for d, (span, n) in enumerate(spans) if d != keep)
+
+
+def _refuse(hf: HFWeight, layout: EngineLayout, param: Param) -> TopologyError:
+    return TopologyError(
+        f"{layout} cuts {hf.name} {hf.shape} along a dim Megatron's {param.name} does not cut "
+        f"(it cuts dim {param.cut_dim}); this engine's rule cannot be planned from that weight"
+    )
+
+
+def _runs(
+    param: Param, hf: HFWeight, position: int, piece: Piece, layout: EngineLayout
+) -> Iterator[_Run]:
+    """The runs of ``param`` one piece of ``hf`` fills (see the module)."""
+    source, target = piece.source, piece.target
+    lead = len(target) - len(source)
+    cut = param.cut_dim
+    if not _whole(hf, source, cut):
+        raise _refuse(hf, layout, param)
+    dim = lead + cut
+    if cut != 0:
+        if hf.blocks != ((0, 0, param.shape[0]),):
+            raise _refuse(hf, layout, param)
+        yield (*source[cut], position, target, dim)
+        return
+    a, b = source[0]
+    for hf_row, param_row, rows in hf.blocks:
+        x, y = max(a, hf_row), min(b, hf_row + rows)
+        if x < y:
+            at = target[dim][0] + x - a
+            box = (*target[:dim], (at, at + y - x), *target[dim + 1 :])
+            yield param_row + x - hf_row, param_row + y - hf_row, position, box, dim
+
+
+def _merged(runs: list[_Run], tensor: list[int]) -> list[_Run]:
+    """Runs in local order, adjacent ones (in the weight and in one local tensor) merged
+    (``tensor``: the local tensor of each Hugging Face tensor, as the position of the first that
+    loads into it)."""
+    found: list[_Run] = []
+    for run in sorted(runs, key=lambda r: (tensor[r[2]], r[3])):
+        if found:
+            lo, hi, position, box, dim = found[-1]
+            if (
+                tensor[position] == tensor[run[2]]
+                and hi == run[0]
+                and box[dim][1] == run[3][dim][0]
+                and box[:dim] == run[3][:dim]
+                and box[dim + 1 :] == run[3][dim + 1 :]
+            ):
+                grown = (*box[:dim], (box[dim][0], run[3][dim][1]), *box[dim + 1 :])
+                found[-1] = (lo, run[1], position, grown, dim)
+                continue
+        found.append(run)
+    return found
+
+
+@attrs.frozen
+class _Class:
+    """One class's placement (its ``param`` a stand-in) and each rank's runs and local shapes."""
+
+    placement: ParamPlacement
+    runs: dict[int, tuple[tuple[int, int, int, Box, int, tuple[int, ...], str], ...]]
+
+
+class EngineTarget:
+    """The :class:`~topology._transfer.param_placement.Target` of an engine layout for one model
+    (see the module); engine rank ``r`` is world rank ``rank_offset + r``.
+
+    Raises:
+        TopologyError: a weight the model does not list, or a cut the engine refuses or the
+            planner cannot express (see the module).
+    """
+
+    def __init__(
+        self,
+        layout: EngineLayout,
+        model: Architecture,
+        *,
+        rank_offset: int = 0,
+        hf: Sequence[HFWeight] | None = None,
+    ) -> None:
+        self.layout, self.model, self.rank_offset = layout, model, rank_offset
+        self._hf: dict[str, list[HFWeight]] = defaultdict(list)
+        for weight in hf if hf is not None else hf_weights(model):
+            self._hf[weight.param.name].append(weight)
+        self._classes: dict[Hashable, _Class] = {}
+        self._slots: dict[int, dict[int, int]] = defaultdict(dict)
+        """Each expert's holders under expert parallelism: rank -> its local slot."""
+        if layout.engine in PLACEMENTS and model.experts > 1:
+            for rank in range(layout.world_size):
+                ranks, index = layout.group("expert_ep", rank)
+                held = PLACEMENTS[layout.engine](model.experts, ranks, index, layout.placement)
+                for slot, expert in enumerate(held):
+                    self._slots[expert][rank + rank_offset] = slot
+
+    def tensors(self, param: Param) -> list[HFWeight]:
+        """The Hugging Face tensors ``param`` is made of.
+
+        Raises:
+            TopologyError: the model has no weight of ``param``'s name.
+        """
+        found = self._hf.get(param.name)
+        if not found:
+            raise TopologyError(
+                f"the model has no weight {param.name!r}; give the weights of the model the "
+                "engine target was made for (topology.weights(model))"
+            )
+        return found
+
+    def key(self, param: Param, num_layers: int) -> Hashable:
+        """The class of ``param``: its shape and cut dim, its tensors' roles, shapes and blocks
+        (what :func:`holding` reads), and for a routed expert's weight the ranks holding the
+        expert (not its slot among their experts: :meth:`landing` puts that in)."""
+        tensors = self.tensors(param)
+        return (
+            param.shape,
+            param.cut_dim,
+            tuple((h.role, h.shape, h.blocks) for h in tensors),
+            self._holders(param, tensors),
+        )
+
+    def _holders(self, param: Param, tensors: list[HFWeight]) -> tuple[int, ...] | None:
+        """The world ranks holding a routed expert's weight (None: any other weight)."""
+        if param.expert is None or not rule_of(self.layout, self.model, tensors[0].role).expert:
+            return None
+        return tuple(self._slots[param.expert])
+
+    def placement(self, param: Param, num_layers: int) -> ParamPlacement:
+        """``param``'s shards on the engine's ranks (see the module)."""
+        placement = self._class(param).placement
+        return placement if placement.param == param else attrs.evolve(placement, param=param)
+
+    def landing(self, param: Param, rank: int) -> tuple[Landing, ...]:
+        """Where each run of ``param``'s shard on world rank ``rank`` sits in that rank's local
+        tensors, in shard order (empty: the rank holds none of it)."""
+        tensors = self.tensors(param)
+        found, local = [], 0
+        for lo, hi, position, box, dim, shape, local_name in self._class(param).runs.get(rank, ()):
+            name = engine_name(tensors[position].name, local_name)
+            if dim > param.cut_dim:  # a routed expert's tensor: the expert's slot on this rank
+                assert param.expert is not None
+                slot = self._slots[param.expert][rank]
+                box = ((slot, slot + 1), *box[1:])
+            found.append(Landing(local, local + hi - lo, name, shape, box, dim))
+            local += hi - lo
+        return tuple(found)
+
+    def holders(self, param: Param) -> tuple[int, ...]:
+        """The world ranks holding some of ``param``, ascending."""
+        return tuple(sorted(self._class(param).runs))
+
+    def _class(self, param: Param) -> _Class:
+        key = self.key(param, 0)
+        found = self._classes.get(key)
+        if found is None:
+            found = self._classes[key] = self._compute(param)
+        return found
+
+    def _compute(self, param: Param) -> _Class:
+        layout, model, tensors = self.layout, self.model, self.tensors(param)
+        by_ranges: dict[tuple[tuple[int, int], ...], list[int]] = {}
+        runs = {}
+        holders = self._holders(param, tensors)
+        ranks = (
+            range(layout.world_size) if holders is None else [r - self.rank_offset for r in holders]
+        )
+        for rank in ranks:
+            mine: list[_Run] = []
+            shapes = {}
+            for position, hf in enumerate(tensors):
+                held = holding(layout, hf.role, hf.shape, model, rank, hf.expert)
+                shapes[position] = (held.shape, held.param)
+                for piece in held.pieces:
+                    mine += _runs(param, hf, position, piece, layout)
+            if not mine:
+                continue
+            names = [engine_name(hf.name, shapes[p][1]) for p, hf in enumerate(tensors)]
+            merged = _merged(mine, [names.index(name) for name in names])
+            ranges = tuple((lo, hi) for lo, hi, *_ in merged)
+            by_ranges.setdefault(ranges, []).append(rank + self.rank_offset)
+            runs[rank + self.rank_offset] = tuple((*run, *shapes[run[2]]) for run in merged)
+        shards = tuple(
+            ParamShard(index, 0, 0, tuple(ranks), ranges)
+            for index, (ranges, ranks) in enumerate(by_ranges.items())
+        )
+        return _Class(ParamPlacement(param, len(shards), shards, ()), runs)
