@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -296,15 +296,26 @@ def crossings(topology: Topology, rank_map: RankMap) -> Crossings:
     if unit_host is None:
         return count_crossings(topology, rank_map.nodes, host_labels, names)
     unit, hosts = unit_host
+    return _counted(
+        topology, names, host_labels, lambda kind: _on_hosts(slot_sets(topology, kind, unit), hosts)
+    )
+
+
+def _counted(
+    topology: Topology,
+    tier_names: tuple[str, ...],
+    tier_labels: Sequence[Sequence[int]],
+    sets_of: Callable[[str], HostSets],
+) -> Crossings:
+    """The crossings of every placed kind from ``sets_of(kind)``, its host sets (measured once
+    per distinct grouping of kinds)."""
     kinds = tuple(k for k in PLACED_KINDS if k in topology.kinds)
     first = distinct_kinds(topology, kinds)
     measured = {
-        kind: crossing_row(_on_hosts(slot_sets(topology, kind, unit), hosts), host_labels)
-        for kind in kinds
-        if first[kind] == kind
+        kind: crossing_row(sets_of(kind), tier_labels) for kind in kinds if first[kind] == kind
     }
     return Crossings(
-        tiers=names,
+        tiers=tier_names,
         kinds=kinds,
         crossing=tuple(measured[first[kind]] for kind in kinds),
         totals=tuple(len(topology.groups(kind)) for kind in kinds),
@@ -501,16 +512,6 @@ def count_crossings(
     tier_names: tuple[str, ...],
 ) -> Crossings:
     """:func:`crossings` on raw labels: ``nodes[r]`` per rank, ``tier_labels[t][node]`` per host."""
-    kinds = tuple(k for k in PLACED_KINDS if k in topology.kinds)
-    first = distinct_kinds(topology, kinds)
-    measured = {
-        kind: crossing_row(host_sets(topology, kind, nodes), tier_labels)
-        for kind in kinds
-        if first[kind] == kind
-    }
-    return Crossings(
-        tiers=tier_names,
-        kinds=kinds,
-        crossing=tuple(measured[first[kind]] for kind in kinds),
-        totals=tuple(len(topology.groups(kind)) for kind in kinds),
+    return _counted(
+        topology, tier_names, tier_labels, lambda kind: host_sets(topology, kind, nodes)
     )
