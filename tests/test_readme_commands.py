@@ -1,7 +1,8 @@
 """The README's ``$ topology ...`` transcripts run: each command (``\\`` continuations joined,
-``# ...`` comments dropped) runs in a scratch folder that sees the repository's ``tests/`` and ``src/``,
-in README order (a later command may read a file an earlier one wrote), and every output line the
-README shows appears in the command's output, in that order (``...`` stands for lines left out).
+``# ...`` comments dropped) runs in a scratch folder that sees the repository's ``tests/`` and
+``src/``, in README order (a later command may read a file an earlier one wrote), and every
+output line the README shows appears in the command's output, in that order (``...`` stands for
+lines left out).
 A comment ``exit N`` states the exit status; without one the command must succeed."""
 
 from __future__ import annotations
