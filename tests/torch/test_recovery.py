@@ -20,7 +20,7 @@ from topology import Topology, TopologyError, grow, reshape
 from topology_torch import ProcessGroups, recovery
 
 SHORT = timedelta(milliseconds=200)
-TIMEOUT, DEADLINE = 2.0, 4.0  # seconds: the groups' and agree_lost's, shorter than the bench's
+TIMEOUT, DEADLINE = 3.0, 9.0  # seconds: the groups' and agree_lost's (3x: arrival spread, loaded)
 
 
 def test_the_survivors_train_on_after_each_of_three_failures_as_a_fresh_run_would() -> None:
