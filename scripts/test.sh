@@ -11,4 +11,5 @@ ruff format --check src tests benchmarks
 echo "== mypy --strict (topology)"
 mypy
 echo "== pytest"
-python -m pytest -n 2 -q "$@"
+# Whole files per worker: a module-scoped world starts once (tests/conftest.py: SLOW_FILES).
+python -m pytest -n 2 --dist loadfile -q "$@"
