@@ -489,13 +489,19 @@ def test_install_refuses_an_aliased_parallel_state(monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.usefixtures("installed")
-def test_an_argument_our_groups_cannot_honour_is_refused() -> None:
-    """hybrid_context_parallel=True is refused with the way back to Megatron's groups."""
-    with (
-        fake_world(),
-        pytest.raises(AssertionError, match=r"hybrid_context_parallel=True.*uninstall"),
-    ):
+def test_hybrid_context_parallel_builds_our_groups_for_megatrons_getter() -> None:
+    """hybrid_context_parallel=True (refused before issue 33) fills Megatron's dict of hybrid
+    groups; its getter makes each size on first use; destroy leaves an empty dict; an odd
+    dp * cp is Megatron's AssertionError."""
+    with fake_world(rank=5):
         ps.initialize_model_parallel(hybrid_context_parallel=True)
+        group = ps.get_hybrid_data_context_parallel_groups(group_size=4)
+        assert dist.get_process_group_ranks(group) == [4, 5, 6, 7]
+        assert dict(ps._HYBRID_DP_CP_GROUPS) == {4: group}
+        ps.destroy_model_parallel()
+        assert ps._HYBRID_DP_CP_GROUPS == {}
+        with pytest.raises(AssertionError, match=r"even dp \* cp, got dp\(1\) \* cp\(1\)"):
+            ps.initialize_model_parallel(tensor_model_parallel_size=8, hybrid_context_parallel=True)
     assert not ps.is_initialized()
 
 

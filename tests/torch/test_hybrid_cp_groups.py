@@ -1,0 +1,154 @@
+"""Hybrid (dynamic) context parallelism on a real 8-rank gloo world, all checks in one world.
+
+The façade's ``initialize_model_parallel(hybrid_context_parallel=True)``: each size's group is
+``topology.hybrid_cp_groups``' block holding the rank, made on first get (one ``new_group`` per
+size and rank) or in ``initialize_model_parallel`` with ``hybrid_groups="eager"``; a collective
+on each group sums its members; Megatron's getter semantics (the dp-cp group at size dp * cp, a
+``KeyError`` for other sizes); the dynamic spelling; teardown releases Megatron's NCCL EP
+context while the groups are alive and destroys the hybrid groups. Then, with megatron-core
+installed, Megatron's own ``initialize_model_parallel(hybrid_context_parallel=True)`` and, after
+``install()``, the same call on our groups: Megatron's own getter answers the same ranks from
+fewer ``new_group`` calls.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch.distributed")
+
+import torch
+import torch.distributed as dist
+
+from topology import Topology, hybrid_cp_groups
+from topology_torch.compat import megatron as mpu
+from topology_torch.compat.megatron import _hybrid
+
+from .world import run_world
+
+WORLD = 8
+SIZES = (2, 4)  # dp * cp = 8 (cp 2, dp 4): blocks of 2 and 4, the dp-cp group is size 8
+EP = "megatron.core.transformer.moe.fused_a2a"
+
+
+@contextmanager
+def counting() -> Iterator[list[str]]:
+    """The ``group_desc`` of every ``new_group`` call in the block."""
+    calls: list[str] = []
+    original = dist.new_group
+
+    def new_group(*args: Any, **kwargs: Any) -> Any:
+        calls.append(str(kwargs.get("group_desc")))
+        return original(*args, **kwargs)
+
+    dist.new_group = new_group
+    try:
+        yield calls
+    finally:
+        dist.new_group = original
+
+
+def _members(group: Any) -> list[int]:
+    return dist.get_process_group_ranks(group)
+
+
+def _summed(rank: int, group: Any) -> int:
+    value = torch.tensor([rank])
+    dist.all_reduce(value, group=group)
+    return int(value.item())
+
+
+def _expected(rank: int) -> dict[int, tuple[int, ...]]:
+    blocks = hybrid_cp_groups(Topology(WORLD, cp=2))
+    return {size: tuple(blocks[size].ranks_of(rank) or ()) for size in SIZES}
+
+
+def _facade(rank: int, get: Callable[..., Any], eager: bool) -> None:
+    """One initialize/destroy cycle of the façade, lazy or eager."""
+    expected = _expected(rank)
+    with counting() as calls:
+        mpu.initialize_model_parallel(
+            context_parallel_size=2,
+            hybrid_context_parallel=not eager,
+            dynamic_context_parallel=eager,
+            hybrid_groups="eager" if eager else "lazy",
+        )
+        at_initialize = sum(c.startswith("topology:hybrid") for c in calls)
+        made = _hybrid.current()
+        assert made is not None
+        assert at_initialize == (len(SIZES) if eager else 0) == made.calls
+        for size in SIZES:
+            group = get(group_size=size)
+            assert tuple(_members(group)) == expected[size], size
+            assert _summed(rank, group) == sum(expected[size])
+            assert get(group_size=size) is group  # made once
+            assert mpu._HYBRID_DP_CP_GROUPS[size] is group
+        assert made.calls == len(SIZES) == sum(c.startswith("topology:hybrid") for c in calls)
+    assert get(group_size=WORLD) is mpu.get_data_parallel_group(with_context_parallel=True)
+    for size in (1, 3, 16):
+        with pytest.raises(KeyError, match=f"size {size} do not exist; the sizes are 2, 4"):
+            get(group_size=size)
+    ep: list[bool] = []
+    dp_cp = mpu.get_data_parallel_group(with_context_parallel=True)
+    finalize = types.ModuleType(EP)
+    finalize.nccl_ep_finalize = lambda: ep.append(  # type: ignore[attr-defined]
+        dp_cp in dist.distributed_c10d._world.pg_map
+    )
+    sys.modules[EP] = finalize
+    try:
+        mpu.destroy_model_parallel()
+    finally:
+        del sys.modules[EP]
+    assert ep == [True]  # released first, while the groups were alive
+    assert _hybrid.current() is None and mpu._HYBRID_DP_CP_GROUPS == {}
+    with pytest.raises(AssertionError, match="not initialized"):
+        get(group_size=2)
+
+
+def _megatron(rank: int) -> None:
+    """Megatron's own hybrid groups, then ours under install(): same ranks, fewer calls."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            from megatron.core import parallel_state as ps
+        except ImportError:
+            return
+    answers = {}
+    for installed in (False, True):
+        if installed:
+            mpu.install()
+        with counting() as calls:
+            ps.initialize_model_parallel(context_parallel_size=2, hybrid_context_parallel=True)
+            groups = {s: ps.get_hybrid_data_context_parallel_groups(group_size=s) for s in SIZES}
+            answers[installed] = {s: tuple(_members(g)) for s, g in groups.items()}
+            assert all(_summed(rank, g) == sum(answers[installed][s]) for s, g in groups.items())
+        hybrid = [c for c in calls if "HYBRID" in c.upper()]
+        if installed:
+            assert len(hybrid) == len(SIZES)  # one per size, made on first get
+            with pytest.raises(KeyError):
+                ps.get_hybrid_data_context_parallel_groups(group_size=3)
+        else:
+            assert len(hybrid) == WORLD // 2 + WORLD // 4  # every group, every rank
+        ps.destroy_model_parallel()
+        if installed:
+            assert ps._HYBRID_DP_CP_GROUPS == {}
+            mpu.uninstall()
+    assert answers[True] == answers[False] == _expected(rank)
+
+
+def _hybrid_world(rank: int, world_size: int) -> None:
+    _facade(rank, mpu.get_hybrid_data_context_parallel_groups, eager=False)
+    _facade(rank, mpu.get_dynamic_data_context_parallel_groups, eager=True)
+    _megatron(rank)
+
+
+def test_hybrid_groups_on_a_gloo_world() -> None:
+    """Lazy and eager hybrid groups, the getters, teardown, and Megatron's own under install()."""
+    run_world(WORLD, _hybrid_world, timeout=300)
