@@ -42,11 +42,11 @@ def hybrid_cp_groups(topology: Topology) -> dict[int, GroupList]:
 
     >>> from topology import Topology
     >>> groups = hybrid_cp_groups(Topology(16, tp=2, cp=2))
-    >>> sorted(groups), list(groups[2]), list(groups[4])[:2]
-    ([2, 4], [(0, 2), (4, 6), (8, 10), (12, 14), (1, 3), (5, 7), (9, 11), (13, 15)], [(0, 2, 4, 6), (8, 10, 12, 14)])
+    >>> sorted(groups), list(groups[2])[:5], list(groups[4])[:2]
+    ([2, 4], [(0, 2), (4, 6), (8, 10), (12, 14), (1, 3)], [(0, 2, 4, 6), (8, 10, 12, 14)])
     >>> groups[4].index_of_rank(10), groups[4].ranks_of(10)
     (1, (8, 10, 12, 14))
-    """  # noqa: E501
+    """
     if not isinstance(topology, Topology):
         raise TopologyError(
             f"topology must be a topology.Topology, got {type(topology).__name__}; build one "
