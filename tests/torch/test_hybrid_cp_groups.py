@@ -26,6 +26,7 @@ pytest.importorskip("torch.distributed")
 
 import torch
 import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from topology import Topology, hybrid_cp_groups
 from topology_torch.compat import megatron as mpu
@@ -152,3 +153,38 @@ def _hybrid_world(rank: int, world_size: int) -> None:
 def test_hybrid_groups_on_a_gloo_world() -> None:
     """Lazy and eager hybrid groups, the getters, teardown, and Megatron's own under install()."""
     run_world(WORLD, _hybrid_world, timeout=300)
+
+
+# -- the collective strategies, in this process on a fake world of 64 -----------------------------
+
+
+@pytest.mark.parametrize("strategy", ["split", "all"])
+def test_collective_strategies_make_every_size_at_once(
+    strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``split`` (an NCCL default group bound to a device; stood in for here) makes one
+    ``split_group`` per size of the core's blocks, ``all`` enters every block as Megatron does;
+    both at initialize time, even when lazy was asked for."""
+    split: list[list[list[int]]] = []
+
+    def split_group(split_ranks: list[list[int]], **_: Any) -> object:
+        split.append(split_ranks)
+        return object()  # a stand-in communicator
+
+    monkeypatch.setattr(dist, "split_group", split_group)
+    blocks = hybrid_cp_groups(Topology(64, tp=2, cp=2))  # dp * cp = 32: sizes 2, 4, 8, 16
+    dist.init_process_group("fake", store=FakeStore(), rank=5, world_size=64)
+    try:
+        _hybrid.make(blocks, strategy, None, eager=False)
+        made = _hybrid.current()
+        assert made is not None and sorted(made) == [2, 4, 8, 16]
+        if strategy == "split":
+            assert made.calls == 4 and split == [[list(b) for b in blocks[s]] for s in made.sizes]
+        else:
+            assert made.calls == sum(len(blocks[s]) for s in made.sizes) == 2 * (16 + 8 + 4 + 2)
+            assert _members(made[4]) == [1, 3, 5, 7]
+        _hybrid.release_all()
+        assert _hybrid.current() is None and len(made) == 0
+    finally:
+        _hybrid.release_all()
+        dist.destroy_process_group()
