@@ -1,10 +1,11 @@
-"""Megatron-core's own ``initialize_model_parallel`` as an oracle for GTP layouts (a script).
+"""Megatron-core's own ``initialize_model_parallel`` as an oracle for GTP and hybrid-CP layouts.
 
-Run by ``tests/test_gtp_megatron.py`` in a subprocess with ``PYTHONPATH`` set to an unpacked
-megatron-core (0.19.2 by default): it reads a JSON list of layouts from stdin and writes, per
-layout, either the groups Megatron creates (``[[group_desc, ranks], ...]`` in creation order) or
-the error it raises. No process group is made: ``create_group`` is replaced by a recorder and
-``torch.distributed`` answers as rank 0 of an initialised world of ``local_world_size`` ranks.
+A script, run by ``tests/test_gtp_megatron.py`` and ``tests/test_hybrid_cp.py`` in a subprocess
+with ``PYTHONPATH`` set to an unpacked megatron-core (0.19.2 by default): it reads a JSON list of
+layouts from stdin and writes, per layout, either the groups Megatron creates
+(``[[group_desc, ranks], ...]`` in creation order) or the error it raises. No process group is
+made: ``create_group`` is replaced by a recorder and ``torch.distributed`` answers as rank 0 of
+an initialised world of ``local_world_size`` ranks.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def run(layout: dict[str, Any]) -> dict[str, Any]:
             order=layout["order"],
             create_gloo_process_groups=False,
             local_world_size=layout["world_size"],
+            hybrid_context_parallel=layout.get("hybrid_context_parallel", False),
         )
         return {"groups": list(created)}
     except (AssertionError, RuntimeError, ValueError, IndexError, KeyError) as error:

@@ -57,6 +57,7 @@ EXPECTED = [
     "grow",
     "hf_weights",
     "hierarchical_groups",
+    "hybrid_cp_groups",
     "mimo_layout",
     "param_placement",
     "place",

@@ -131,6 +131,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "get_data_parallel_rank",
         "get_data_parallel_src_rank",
         "get_data_parallel_world_size",
+        "get_dynamic_data_context_parallel_groups",
         "get_embedding_group",
         "get_expert_data_parallel_group",
         "get_expert_data_parallel_group_gloo",

@@ -26,6 +26,7 @@ from ._machine.readers.hostfile import read_hostfile
 from ._machine.readers.native_format import read_allocation
 from ._machine.readers.slurm_topology import read_slurm_topology
 from ._machine.readers.topograph import read_topograph
+from ._megatron.hybrid_cp import hybrid_cp_groups
 from ._megatron.pipeline import Pipeline
 from ._megatron.rank_info import RankInfo
 from ._megatron.split.split import PipelineSplit
@@ -108,6 +109,7 @@ __all__ = [
     "grow",
     "hf_weights",
     "hierarchical_groups",
+    "hybrid_cp_groups",
     "mimo_layout",
     "param_placement",
     "place",

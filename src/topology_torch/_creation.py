@@ -28,6 +28,7 @@ __all__ = [
     "create_all",
     "create_local",
     "create_split",
+    "no_stray_entry",
     "resolve_strategy",
 ]
 
@@ -178,7 +179,7 @@ def _describe(channel: Channel) -> str:
 
 
 @contextmanager
-def _no_stray_entry() -> Iterator[None]:
+def no_stray_entry() -> Iterator[None]:
     """torch's ``new_group`` files a non-member's result under ``pg_group_ranks[-100]``
     (``NON_GROUP_MEMBER``); drop that entry again unless it was there before."""
     ranks: dict[Any, Any] = dist.distributed_c10d._world.pg_group_ranks
@@ -193,7 +194,7 @@ def _no_stray_entry() -> Iterator[None]:
 
 def create_all(settings: Settings, registry: Registry) -> None:
     """Every rank calls ``new_group`` for every distinct non-singleton group, in one order."""
-    with _no_stray_entry():
+    with no_stray_entry():
         for channel, ranks in global_plan(settings):
             registry.new_all(ranks, channel)
 
@@ -220,6 +221,6 @@ def create_split(settings: Settings, registry: Registry) -> None:
         if channel.backend is None:
             registry.split(groups, channel)
         else:
-            with _no_stray_entry():
+            with no_stray_entry():
                 for ranks in groups:
                     registry.new_all(tuple(ranks), channel)

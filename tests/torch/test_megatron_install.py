@@ -488,14 +488,40 @@ def test_install_refuses_an_aliased_parallel_state(monkeypatch: pytest.MonkeyPat
         facade.install()
 
 
-@pytest.mark.usefixtures("installed")
-def test_an_argument_our_groups_cannot_honour_is_refused() -> None:
-    """hybrid_context_parallel=True is refused with the way back to Megatron's groups."""
-    with (
-        fake_world(),
-        pytest.raises(AssertionError, match=r"hybrid_context_parallel=True.*uninstall"),
-    ):
-        ps.initialize_model_parallel(hybrid_context_parallel=True)
+def _hybrid_groups() -> dict[int, list[int]]:
+    """What Megatron's getter answers for rank 5 of 8 (dp 8: hybrid sizes 2 and 4)."""
+    ps.initialize_model_parallel(hybrid_context_parallel=True, create_gloo_process_groups=False)
+    return {
+        size: dist.get_process_group_ranks(
+            ps.get_hybrid_data_context_parallel_groups(group_size=size)
+        )
+        for size in (2, 4)
+    }
+
+
+def test_hybrid_context_parallel_builds_our_groups_for_megatrons_getter() -> None:
+    """hybrid_context_parallel=True (refused before issue 33): Megatron's own getter answers, on
+    our groups (made on first use), the ranks it answers on Megatron's own; destroy leaves an
+    empty dict; an odd dp * cp is Megatron's AssertionError."""
+    with fake_world(rank=5), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = _hybrid_groups()
+        ps.destroy_model_parallel()
+        ps._HYBRID_DP_CP_GROUPS.clear()  # Megatron's destroy keeps it
+        facade.install()
+        try:
+            assert _hybrid_groups() == theirs == {2: [4, 5], 4: [4, 5, 6, 7]}
+            assert dict(ps._HYBRID_DP_CP_GROUPS).keys() == {2, 4}
+            ps.destroy_model_parallel()
+            assert ps._HYBRID_DP_CP_GROUPS == {}
+            with pytest.raises(AssertionError, match=r"even dp \* cp, got dp\(1\) \* cp\(1\)"):
+                ps.initialize_model_parallel(
+                    tensor_model_parallel_size=8, hybrid_context_parallel=True
+                )
+        finally:
+            if mi._live:
+                ps.destroy_model_parallel()
+            facade.uninstall()
     assert not ps.is_initialized()
 
 

@@ -25,6 +25,7 @@ from .._process_groups import ProcessGroups
 
 __all__ = [
     "FacadeAssertionError",
+    "FacadeKeyError",
     "FacadeRuntimeError",
     "NotInitializedError",
     "as_assertion",
@@ -44,6 +45,13 @@ class NotInitializedError(FacadeAssertionError):
 
 class FacadeRuntimeError(TopologyError, RuntimeError):
     """Sizes the peer rejects at runtime: a :class:`TopologyError` and a ``RuntimeError``."""
+
+
+class FacadeKeyError(TopologyError, KeyError):
+    """A lookup the peer answers with ``KeyError``: a :class:`TopologyError` and a ``KeyError``
+    (its message shown as written, not quoted as ``KeyError`` shows its key)."""
+
+    __str__ = TopologyError.__str__
 
 
 def as_assertion(call: Callable[[], T]) -> T:

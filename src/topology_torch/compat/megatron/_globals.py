@@ -23,6 +23,7 @@ import torch.distributed as dist
 from ..._process_groups import ProcessGroups
 from .._errors import topology_of
 from .._views import View, group_view, member, ranks_view
+from . import _hybrid
 from ._install import published_value
 
 __all__ = ["GLOBALS"]
@@ -152,6 +153,12 @@ _GTP_GLOBALS = (
 )
 
 
+def _hybrid_groups(groups: ProcessGroups | None, _: Mapping[str, int | None]) -> Any:
+    """Megatron's dict of hybrid dp-cp groups by size ({} without hybrid context parallelism)."""
+    made = _hybrid.current()
+    return made if made is not None and groups is not None else {}
+
+
 def _installed(name: str) -> View:
     return lambda groups, _: None if groups is None else published_value(name, groups)
 
@@ -164,6 +171,8 @@ GLOBALS: dict[str, View] = {
     **{name: _overridden(key) for name, key in _OVERRIDDEN.items()},
     "_DATA_PARALLEL_GROUP_WITH_CP_AG": _all_gather,
     "_HIERARCHICAL_CONTEXT_PARALLEL_GROUPS": _hierarchical,
+    "_HYBRID_DP_CP_GROUPS": _hybrid_groups,
+    "_DYNAMIC_DP_CP_GROUPS": _hybrid_groups,  # Megatron's dev-branch name
     "_INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP": _intra_instance,
     "_VIRTUAL_PIPELINE_MODEL_PARALLEL_WORLD_SIZE": _vpp_size,
     **{name: _installed(name) for name in _GTP_GLOBALS},

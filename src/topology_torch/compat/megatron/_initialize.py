@@ -1,26 +1,29 @@
 """Megatron's ``initialize_model_parallel`` and ``destroy_model_parallel`` on our groups.
 
 The arguments are the union of megatron-core 0.16.1 to 0.19.2's: 0.16's positional order, then
-0.17's ``rank_offset`` and ``local_world_size`` and 0.19's ``gtp_remat_size`` and
-``expert_gtp_remat_size`` (keywords). Megatron's order of checks is kept: its assertions on the
+0.17's ``rank_offset`` and ``local_world_size``, 0.19's ``gtp_remat_size`` and
+``expert_gtp_remat_size``, and ``dynamic_context_parallel`` (Megatron's dev-branch spelling of
+``hybrid_context_parallel``) as keywords. Megatron's order of checks is kept: its assertions on the
 switches, sizes that do not fit (``RuntimeError``), then "already initialized".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn, cast
 
 import torch.distributed as dist
 
-from topology import Topology, TopologyError
+from topology import GroupList, Topology, TopologyError, hybrid_cp_groups
 
 from ... import _default
 from ..._args import check_size
 from ..._process_groups import refuse
 from .._errors import FacadeAssertionError, FacadeRuntimeError
-from . import _options
+from . import _hybrid, _options
 from ._state import (
     OVERRIDES,
     OWNER,
@@ -84,7 +87,9 @@ def initialize_model_parallel(
     local_world_size: int | None = None,
     gtp_remat_size: int = 1,
     expert_gtp_remat_size: int = 1,
+    dynamic_context_parallel: bool = False,
     strategy: str = "auto",
+    hybrid_groups: str = "lazy",
 ) -> None:
     """Create Megatron's groups for the whole default group (see the package docstring).
 
@@ -99,8 +104,13 @@ def initialize_model_parallel(
     ``dp-cp`` ranks (``get_data_parallel_group(with_context_parallel=True,
     independent_all_gather=True)``). ``gtp_remat_size`` and ``expert_gtp_remat_size`` add
     Megatron's GTP axes (kinds ``gtp`` and ``egtp``); as in Megatron, GTP leaves out the gloo
-    companions. Our groups span the whole default group: ``rank_offset`` must be 0 and
-    ``local_world_size`` None or the world size. ``strategy`` is ours (see
+    companions. ``hybrid_context_parallel`` (or ``dynamic_context_parallel``) adds Megatron's
+    hybrid dp-cp groups (``get_hybrid_data_context_parallel_groups(group_size=...)``, blocks of
+    2, 4, ... members of each dp-cp group, :func:`topology.hybrid_cp_groups`) in one creation
+    call per size and rank; ``hybrid_groups`` (ours) says when: ``"lazy"`` on a size's first
+    get where the strategy makes members-only groups, ``"eager"`` here (``split`` and ``all``
+    always make them here). Our groups span the whole default group: ``rank_offset`` must be 0
+    and ``local_world_size`` None or the world size. ``strategy`` is ours (see
     ``ProcessGroups.create``; ``auto`` picks the fastest the default group allows).
 
     Raises:
@@ -111,6 +121,7 @@ def initialize_model_parallel(
     """
     arguments = dict(locals())
     arguments.pop("strategy")
+    arguments.pop("hybrid_groups")
     if not dist.is_available() or not dist.is_initialized():
         raise FacadeAssertionError(
             "torch.distributed is not initialized; call torch.distributed.init_process_group(...) "
@@ -121,6 +132,11 @@ def initialize_model_parallel(
         made = plan(**arguments)
     except TopologyError as error:
         problem = error
+    if problem is None and hybrid_groups not in _hybrid.HYBRID_GROUPS:
+        problem = TopologyError(
+            f"hybrid_groups must be 'lazy' or 'eager', got {hybrid_groups!r}; 'lazy' makes each "
+            "hybrid group on its first get, 'eager' in initialize_model_parallel"
+        )
     if problem is None and _default.held_by(OWNER) is not None:
         problem = FacadeAssertionError(
             f"compat.megatron is already initialized with {groups().topology}; "
@@ -146,15 +162,31 @@ def initialize_model_parallel(
         _options.enable_sharp(
             groups(), "inter-edp" if sharp_enabled_group == "dp_replica" else "dp-cp"
         )
+    if made.hybrid is not None:
+        try:
+            _hybrid.make(
+                made.hybrid, groups().strategy, made.options.get("dp-cp"), hybrid_groups == "eager"
+            )
+        except BaseException:
+            destroy_model_parallel()
+            raise
 
 
 class Plan:
-    """What :func:`plan` decided: the Topology, its gloo companions and NCCL options."""
+    """What :func:`plan` decided: the Topology, its gloo companions, NCCL options and hybrid
+    dp-cp groups (None without hybrid context parallelism)."""
 
-    def __init__(self, topology: Topology, gloo: tuple[str, ...], options: dict[str, Any]):
+    def __init__(
+        self,
+        topology: Topology,
+        gloo: tuple[str, ...],
+        options: dict[str, Any],
+        hybrid: Mapping[int, GroupList] | None = None,
+    ):
         self.topology = topology
         self.gloo = gloo
         self.options = options
+        self.hybrid = hybrid
 
 
 def plan(
@@ -183,6 +215,7 @@ def plan(
     local_world_size: int | None = None,
     gtp_remat_size: int = 1,
     expert_gtp_remat_size: int = 1,
+    dynamic_context_parallel: bool = False,
 ) -> Plan:
     """Check :func:`initialize_model_parallel`'s arguments in Megatron's order; make nothing.
 
@@ -195,10 +228,13 @@ def plan(
         use_sharp,
         sharp_enabled_group,
         num_distributed_optimizer_instances,
-        hybrid_context_parallel,
         distributed_timeout_minutes,
-        create_gloo_process_groups,
-        create_all_gather_group,
+        {
+            "create_gloo_process_groups": create_gloo_process_groups,
+            "create_all_gather_group": create_all_gather_group,
+            "hybrid_context_parallel": hybrid_context_parallel,
+            "dynamic_context_parallel": dynamic_context_parallel,
+        },
     )
     _check_span(rank_offset, local_world_size)
     gtp = (gtp_remat_size, expert_gtp_remat_size)
@@ -228,7 +264,13 @@ def plan(
     options = _options.pg_options(
         configs, topology, str(dist.get_backend()), pipeline_model_parallel_comm_backend
     )
-    return Plan(topology, _gloo(topology, create_gloo_process_groups, gtp), options)
+    hybrid = None
+    if hybrid_context_parallel or dynamic_context_parallel:
+        try:
+            hybrid = hybrid_cp_groups(topology)  # Megatron asserts an even dp * cp
+        except TopologyError as error:
+            raise FacadeAssertionError(str(error)) from error
+    return Plan(topology, _gloo(topology, create_gloo_process_groups, gtp), options, hybrid)
 
 
 def _gloo(topology: Topology, wanted: bool, gtp: tuple[int, int]) -> tuple[str, ...]:
@@ -271,10 +313,8 @@ def _check_flags(
     use_sharp: bool,
     sharp_enabled_group: str | None,
     instances: int,
-    hybrid_context_parallel: bool,
     timeout_minutes: object,
-    create_gloo_process_groups: object,
-    create_all_gather_group: object,
+    flags: Mapping[str, object],
 ) -> None:
     """Megatron's checks of the switches (its assertions), and ours of their types."""
     if use_sharp:
@@ -291,16 +331,8 @@ def _check_flags(
         raise FacadeAssertionError(
             f"sharp_enabled_group={sharp_enabled_group!r} is only valid with use_sharp=True"
         )
-    if hybrid_context_parallel:
-        raise TopologyError(
-            "hybrid_context_parallel=True is not supported by this façade: its power-of-two "
-            "sub-groups of the dp-cp group are no kind of topology.Topology; leave it False"
-        )
     check_size("distributed_timeout_minutes", timeout_minutes)
-    for name, flag in (
-        ("create_gloo_process_groups", create_gloo_process_groups),
-        ("create_all_gather_group", create_all_gather_group),
-    ):
+    for name, flag in flags.items():
         if flag is not None and type(flag) is not bool:
             raise TopologyError(f"{name} must be True or False, got {flag!r}")
 
@@ -440,13 +472,26 @@ def _build(
     return Topology(world, **sizes)
 
 
+def _release_nccl_ep() -> None:
+    """Megatron 0.19's first step of teardown: release the NCCL EP context (its ``ncclep`` flex
+    dispatcher's) before any communicator goes. A no-op unless Megatron's ``fused_a2a`` module is
+    loaded (nothing else can have made one); its errors never block teardown, as in Megatron."""
+    module = sys.modules.get("megatron.core.transformer.moe.fused_a2a")
+    finalize = getattr(module, "nccl_ep_finalize", None)
+    if callable(finalize):
+        with contextlib.suppress(Exception):  # Megatron: "finalize must never block teardown"
+            finalize()
+
+
 def destroy_model_parallel() -> None:
-    """Destroy every group ``initialize_model_parallel`` made (a no-op when none) and clear the
-    ``set_*`` overrides.
+    """Release Megatron's NCCL EP context (where it has one), destroy every group
+    ``initialize_model_parallel`` made (a no-op when none) and clear the ``set_*`` overrides.
 
     Raises:
         TopologyError: the default groups were made by another façade (they are left alone).
     """
+    _release_nccl_ep()
+    _hybrid.release_all()
     _default.release(OWNER)
     release_extras()
     overrides.update(dict.fromkeys(OVERRIDES))

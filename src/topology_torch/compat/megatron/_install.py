@@ -45,7 +45,7 @@ from topology import TopologyError
 
 from ... import _default
 from .._errors import FacadeAssertionError, topology_of
-from . import _initialize, _state
+from . import _hybrid, _initialize, _state
 
 __all__ = [
     "assigned_globals",
@@ -59,13 +59,14 @@ __all__ = [
 _MODULE = "megatron.core.parallel_state"
 _PATCHED = ("initialize_model_parallel", "destroy_model_parallel")
 
-# Megatron's arguments whose non-default values our groups cannot honour. The façade refuses them
-# too; refusing here names the way back to Megatron's own groups.
-_REFUSED = ("hybrid_context_parallel",)
+# Megatron's dicts of hybrid dp-cp groups by size (0.16 to 0.19; the dev branch's name): install()
+# fills the one the installed Megatron has, Megatron's getter reads it.
+_HYBRID = ("_HYBRID_DP_CP_GROUPS", "_DYNAMIC_DP_CP_GROUPS")
 
 _originals: dict[str, Any] | None = None  # Megatron's functions while installed
 _filled: tuple[str, ...] = ()  # the globals the installed initialize_model_parallel assigns
 _live = False  # our groups are in Megatron's globals
+_hybrid_groups = "lazy"  # when hybrid groups are made (install's argument)
 
 
 def is_installed() -> bool:
@@ -73,17 +74,27 @@ def is_installed() -> bool:
     return _originals is not None
 
 
-def install() -> None:
+def install(*, hybrid_groups: str = "lazy") -> None:
     """Make ``megatron.core.parallel_state.initialize_model_parallel`` build our groups.
 
     Idempotent. Call it before Megatron's ``initialize_model_parallel`` (any time after
     importing Megatron is fine: modules imported later bind the installed functions).
+    ``hybrid_groups`` says when ``hybrid_context_parallel=True``'s groups are made: ``"lazy"``
+    on a size's first get (members-only groups; ``split`` makes them at once), ``"eager"`` in
+    ``initialize_model_parallel``.
 
     Raises:
         TopologyError: megatron-core is not installed, or its ``initialize_model_parallel``
-            assigns a global this façade does not know how to fill (a newer megatron-core).
+            assigns a global this façade does not know how to fill (a newer megatron-core), or
+            ``hybrid_groups`` is neither ``"lazy"`` nor ``"eager"``.
     """
-    global _originals, _filled
+    global _originals, _filled, _hybrid_groups
+    if hybrid_groups not in _hybrid.HYBRID_GROUPS:
+        raise TopologyError(
+            f"hybrid_groups must be 'lazy' or 'eager', got {hybrid_groups!r}; 'lazy' makes each "
+            "hybrid group on its first get, 'eager' in initialize_model_parallel"
+        )
+    _hybrid_groups = hybrid_groups
     if _originals is not None:
         return
     state = _parallel_state()
@@ -217,7 +228,8 @@ def _wrap_initialize(state: ModuleType, originals: dict[str, Any]) -> Callable[.
         if state._DATA_PARALLEL_GROUP is not None and not _live:
             # Megatron's own groups: its checks of the arguments come first, as in Megatron
             if dist.is_available() and dist.is_initialized():
-                _initialize.plan(**{k: v for k, v in passed.items() if k != "strategy"})
+                ours = ("strategy", "hybrid_groups")
+                _initialize.plan(**{k: v for k, v in passed.items() if k not in ours})
             raise FacadeAssertionError(
                 f"{_MODULE} is already initialized; call destroy_model_parallel() on every "
                 "rank first"
@@ -226,6 +238,10 @@ def _wrap_initialize(state: ModuleType, originals: dict[str, Any]) -> Callable[.
         try:
             for name, value in _published().items():
                 setattr(state, name, value)
+            for name in _HYBRID:
+                if hasattr(state, name):
+                    made = _hybrid.current()
+                    setattr(state, name, made if made is not None else {})
             if state._GLOBAL_MEMORY_BUFFER is None:
                 state._set_global_memory_buffer()
         except BaseException:
@@ -276,9 +292,10 @@ def _facade_arguments(arguments: inspect.BoundArguments) -> dict[str, Any]:
     """
     accepted = inspect.signature(_initialize.initialize_model_parallel).parameters
     defaults = arguments.signature.parameters
-    passed: dict[str, Any] = {"strategy": "auto"}  # the fastest the default group allows
+    # the fastest strategy the default group allows; install()'s hybrid_groups
+    passed: dict[str, Any] = {"strategy": "auto", "hybrid_groups": _hybrid_groups}
     for name, value in arguments.arguments.items():
-        if name in accepted and name not in _REFUSED:
+        if name in accepted:
             passed[name] = value
         elif value != defaults[name].default:
             raise FacadeAssertionError(
@@ -295,6 +312,7 @@ def _published() -> dict[str, Any]:
     values = {name: _VALUES[name](groups) for name in _filled}
     held = [g for name, g in values.items() if name.endswith(("_GROUP", "_GLOO", "_AG", "_EGTP"))]
     held += values.get("_HIERARCHICAL_CONTEXT_PARALLEL_GROUPS") or []
+    held += list((_hybrid.current() or {}).values())  # those made already (eager, split)
     distinct = {id(g): g for g in held if g is not None and g is not dist.group.WORLD}
     # Megatron's list of the groups this rank holds (None is the default group), for
     # update_pg_timeout()
@@ -307,6 +325,9 @@ def _clear(state: ModuleType) -> None:
     global _live
     for name in _filled:
         setattr(state, name, None)
+    for name in _HYBRID:  # Megatron's destroy keeps its dict; ours are destroyed: an empty one
+        if hasattr(state, name):
+            setattr(state, name, {})
     state._global_process_group_list = None  # type: ignore[attr-defined]
     _live = False
 

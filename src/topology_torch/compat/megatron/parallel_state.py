@@ -22,7 +22,7 @@ from topology import TopologyError
 from ... import _default
 from ..._process_groups import ProcessGroups
 from .._errors import FacadeAssertionError, FacadeRuntimeError, NotInitializedError, topology_of
-from . import _options
+from . import _hybrid, _options
 from ._initialize import destroy_model_parallel, initialize_model_parallel
 from ._rank_generator import RankGenerator, generate_masked_orthogonal_rank_groups
 from ._state import (
@@ -61,6 +61,7 @@ __all__ = [
     "get_data_parallel_rank",
     "get_data_parallel_src_rank",
     "get_data_parallel_world_size",
+    "get_dynamic_data_context_parallel_groups",
     "get_embedding_group",
     "get_expert_data_parallel_group",
     "get_expert_data_parallel_group_gloo",
@@ -232,18 +233,24 @@ def get_hierarchical_context_parallel_groups(check_initialized: bool = True) -> 
 def get_hybrid_data_context_parallel_groups(
     check_initialized: bool = True, group_size: int | None = None
 ) -> Any:
-    """The ``dp-cp`` group when ``group_size`` is its size (hybrid sub-groups are not made).
+    """This rank's hybrid (dynamic) context-parallel group of ``group_size`` ranks: the dp-cp
+    group when that is its size, else the block of ``group_size`` consecutive members of it
+    that holds this rank (``hybrid_context_parallel=True``; made on first use when lazy).
 
     Raises:
-        TopologyError: any other ``group_size`` (``hybrid_context_parallel`` is refused).
+        FacadeKeyError: a size Megatron makes no group of, or hybrid context parallelism off
+            (Megatron's ``KeyError``).
     """
     if group_size == get_data_parallel_world_size(with_context_parallel=True):
         return _group("dp-cp", check_initialized)
-    raise TopologyError(
-        f"hybrid data-context-parallel groups of size {group_size!r} do not exist: this façade "
-        "refuses hybrid_context_parallel; group_size "
-        f"{get_data_parallel_world_size(with_context_parallel=True)} gives the dp-cp group"
-    )
+    return _hybrid.group(group_size)
+
+
+def get_dynamic_data_context_parallel_groups(
+    check_initialized: bool = True, group_size: int | None = None
+) -> Any:
+    """Megatron's dev-branch name of :func:`get_hybrid_data_context_parallel_groups`."""
+    return get_hybrid_data_context_parallel_groups(check_initialized, group_size)
 
 
 def get_embedding_group(check_initialized: bool = True) -> Any:
