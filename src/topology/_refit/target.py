@@ -186,8 +186,10 @@ class EngineTarget:
         hf: Sequence[HFWeight] | None = None,
     ) -> None:
         self.layout, self.model, self.rank_offset = layout, model, rank_offset
+        self.weights: tuple[HFWeight, ...] = tuple(hf if hf is not None else hf_weights(model))
+        """The model's Hugging Face tensors, in Megatron's module order."""
         self._hf: dict[str, list[HFWeight]] = defaultdict(list)
-        for weight in hf if hf is not None else hf_weights(model):
+        for weight in self.weights:
             self._hf[weight.param.name].append(weight)
         self._classes: dict[Hashable, _Class] = {}
         self._slots: dict[int, dict[int, int]] = defaultdict(dict)
@@ -227,9 +229,20 @@ class EngineTarget:
 
     def _holders(self, param: Param, tensors: list[HFWeight]) -> tuple[int, ...] | None:
         """The world ranks holding a routed expert's weight (None: any other weight)."""
-        if param.expert is None or not rule_of(self.layout, self.model, tensors[0].role).expert:
+        return self._expert_holders(tensors[0])
+
+    def _expert_holders(self, hf: HFWeight) -> tuple[int, ...] | None:
+        if hf.expert is None or not rule_of(self.layout, self.model, hf.role).expert:
             return None
-        return tuple(self._slots[param.expert])
+        return tuple(self._slots[hf.expert])
+
+    def ranks_of(self, hf: HFWeight) -> tuple[int, ...]:
+        """The engine ranks (from 0) that may hold some of ``hf``: a routed expert's holders
+        under the engine's expert placement, else every rank."""
+        holders = self._expert_holders(hf)
+        if holders is None:
+            return tuple(range(self.layout.world_size))
+        return tuple(sorted(r - self.rank_offset for r in holders))
 
     def placement(self, param: Param, num_layers: int) -> ParamPlacement:
         """``param``'s shards on the engine's ranks (see the module)."""
