@@ -13,6 +13,9 @@ the call alone, timed inside the child, without the interpreter's start and impo
 - ``whole plan``: ``topology.transfer`` (the plan and its statistics): the baseline;
 - ``one rank, sender`` (rank 0) and ``one rank, receiver`` (the first generation rank):
   ``topology.transfer_rank``, one pass over the weights without the whole plan;
+- ``into vllm``: the same two ranks with the generation side vLLM's layout
+  (``engine=vllm,tp=8,dp=world/8,ep=world``, ``topology.refit_rank``; the call includes the
+  Hugging Face weight list and the engine's placements);
 - ``--write-plans``: ``topology transfer ... --write-plans DIR`` (the plan once, then one
   JSON-lines file per rank, streamed, and ``manifest.json``), with the lines and bytes written;
   its manifest gives the most bytes a rank sends over that statistic's lower bound.
@@ -45,12 +48,17 @@ from _timing import write_result
 SRC = "tp=8,pp=16,ep=64,etp=1,first_stage_layers=3,last_stage_layers=2"
 DST = "tp=8,ep=64,etp=1"
 RESULTS = Path(__file__).resolve().parent / "results"
+CONFIG = Path(__file__).resolve().parents[1] / "src/topology/_architecture/configs/deepseek-v3.json"
+"""DeepSeek-V3's shipped ``config.json`` (the model is read from it, as ``--model PATH``)."""
 
 CORE = """
 import json, sys, time
-from topology import PipelineSplit, Topology, transfer, transfer_rank, weights
+from topology import (PipelineSplit, Topology, read_model_config, refit_rank, transfer,
+                      transfer_rank, weights)
 world, what = int(sys.argv[1]), sys.argv[2]
-params = weights("deepseek-v3")
+ENGINE = f"engine=vllm,tp=8,dp={world // 8},ep={world}"
+model = read_model_config(sys.argv[3])
+params = weights(model)
 src = Topology(world, tp=8, pp=16, ep=64, etp=1)
 dst = Topology(world, tp=8, ep=64, etp=1, rank_offset=world)
 split = PipelineSplit(first_stage_layers=3, last_stage_layers=2)
@@ -59,13 +67,17 @@ if what == "whole":
     plan = transfer(src, dst, params, src_pipeline_split=split)
     found = {"ops": len(plan), "max_send_bytes": plan.stats["max_send_bytes"],
              "max_send_bound": plan.stats["max_send_bound"]}
+elif what.startswith("engine"):
+    mine = refit_rank(src, ENGINE, model, int(what[6:]), rank_offset=world,
+                      src_pipeline_split=split)
+    found = {"ops": len(mine.ops), "sends": len(mine.sends), "recvs": len(mine.recvs)}
 else:
     mine = transfer_rank(src, dst, params, int(what), src_pipeline_split=split)
     found = {"ops": len(mine.ops), "sends": len(mine.sends), "recvs": len(mine.recvs)}
 found["seconds"] = time.perf_counter() - start
 print(json.dumps(found))
 """
-"""The child of the core rows: ``python -c CORE WORLD whole|RANK``."""
+"""The child of the core rows: ``python -c CORE WORLD whole|RANK|engineRANK CONFIG``."""
 
 
 def child_run(argv: list[str]) -> dict[str, Any]:
@@ -98,7 +110,7 @@ def median_run(argv: list[str], repeat: int) -> dict[str, Any]:
 
 
 def core_row(name: str, world: int, what: str, repeat: int) -> dict[str, Any]:
-    row = median_run([sys.executable, "-c", CORE, str(world), what], repeat)
+    row = median_run([sys.executable, "-c", CORE, str(world), what, str(CONFIG)], repeat)
     found = json.loads(row.pop("stdout"))
     row["name"], row["in_process_s"] = name, found.pop("seconds")
     row.update(found)
@@ -155,6 +167,8 @@ def main() -> None:
         core_row("whole plan (baseline)", world, "whole", args.repeat),
         core_row("one rank, sender (0)", world, "0", args.repeat),
         core_row(f"one rank, receiver ({world})", world, str(world), args.repeat),
+        core_row("into vllm: sender (0)", world, "engine0", args.repeat),
+        core_row(f"into vllm: receiver ({world})", world, f"engine{world}", args.repeat),
     ]
     if not args.skip_write:
         rows.append(write_row(world, args.repeat_write))

@@ -45,7 +45,7 @@ from ._preflight.modules.report import ModulesReport
 from ._preflight.place.place import Arrangement, place
 from ._preflight.placement import Placement
 from ._preflight.report import Report
-from ._refit.refit import Refit, refit
+from ._refit.refit import RankRefit, Refit, refit, refit_rank
 from ._refit.target import Landing
 from ._reshape.grow import Growth, Pull, grow
 from ._reshape.reshape import Reshape, reshape
@@ -90,6 +90,7 @@ __all__ = [
     "Pull",
     "RankInfo",
     "RankMap",
+    "RankRefit",
     "RankTransfer",
     "Refit",
     "Report",
@@ -120,6 +121,7 @@ __all__ = [
     "read_slurm_topology",
     "read_topograph",
     "refit",
+    "refit_rank",
     "reshape",
     "transfer",
     "transfer_rank",

@@ -13,7 +13,7 @@ from .._datafile import read_data
 from .._errors import TopologyError
 from .._megatron.split.split import MEGATRON_NAMES, PipelineSplit
 from .._megatron.topology import Topology
-from .._refit.refit import engine_layout, refit
+from .._refit.refit import RankRefit, engine_layout, refit, refit_rank
 from .._transfer.metadata import shard_table
 from .._transfer.params import Param
 from .._transfer.plan import RankTransfer, Transfer, TransferOp, spanned_ranks, transfer
@@ -306,11 +306,6 @@ def run(args: argparse.Namespace) -> int:
             )
         args.to_layout, args.to_world_size = "tp=1", engine.world_size
     src, dst, src_split, dst_split = _layouts(args, gpus)
-    if engine is not None and args.rank is not None:
-        raise CliError(
-            "--rank plans one rank into a Megatron layout; with --to engine=... plan the whole "
-            "refit (drop --rank)"
-        )
     params = weights(model)
     to: dict[str, Any] = dst.to_dict()
     shown = str(dst)
@@ -326,6 +321,22 @@ def run(args: argparse.Namespace) -> int:
         "from_pipeline_split": None if src_split is None else src_split.to_megatron(),
         "to_pipeline_split": None if dst_split is None else dst_split.to_megatron(),
     }
+    if args.rank is not None and engine is not None:
+        into = refit_rank(
+            src,
+            engine,
+            model,
+            args.rank,
+            rank_offset=dst.rank_offset,
+            allocation=alloc,
+            src_pipeline_split=src_split,
+        )
+        if args.json:
+            ops: Any = len(into.part.ops) if args.summary else _landed(into)
+            write_json("transfer", {**head, "rank": args.rank, "ops": ops, "params": into.table()})
+        else:
+            print(fold(_rank_text(args.model, src, shown, into.part), terminal_width()))
+        return 0
     if args.rank is not None:
         mine = transfer_rank(
             src,
@@ -337,21 +348,25 @@ def run(args: argparse.Namespace) -> int:
             dst_pipeline_split=dst_split,
         )
         if args.json:
-            table = shard_table(dst, params, pipeline_split=dst_split)
-            ops: Any = len(mine.ops) if args.summary else [op.to_dict() for op in mine.ops]
-            write_json("transfer", {**head, "rank": args.rank, "ops": ops, "params": table})
+            ops = len(mine.ops) if args.summary else [op.to_dict() for op in mine.ops]
+            shards = shard_table(dst, params, pipeline_split=dst_split)
+            write_json("transfer", {**head, "rank": args.rank, "ops": ops, "params": shards})
         else:
-            print(fold(_rank_text(args.model, src, dst, mine), terminal_width()))
+            print(fold(_rank_text(args.model, src, shown, mine), terminal_width()))
         return 0
+    table: list[dict[str, Any]] | None = None
     if engine is not None:
-        plan = refit(
+        planned = refit(
             src,
             engine,
             model,
             rank_offset=dst.rank_offset,
             allocation=alloc,
             src_pipeline_split=src_split,
-        ).plan
+        )
+        plan = planned.plan
+        if args.json:
+            table = planned.table()
     else:
         plan = transfer(
             src,
@@ -375,8 +390,9 @@ def run(args: argparse.Namespace) -> int:
         ops = len(plan) if args.summary else [op.to_dict() for op in plan.ops]
         time = None if timed is None else {"hardware": hardware.name, **timed.to_dict()}
         document = {**head, "ops": ops, "stats": plan.stats, "time": time}
-        if engine is None:  # an engine's per-tensor metadata is its rules' (docs/engines.md)
-            document["params"] = shard_table(dst, params, pipeline_split=dst_split)
+        document["params"] = (
+            shard_table(dst, params, pipeline_split=dst_split) if table is None else table
+        )
         write_json("transfer", document)
         return 0
     text = _text(args.model, src, shown, plan)
@@ -449,7 +465,17 @@ def _line(row: tuple[Any, ...], templates: list[str]) -> str:
     return line + f',"rows":{{"start":{a},"stop":{z},"src_start":{b},"dst_start":{c}}}}}\n'
 
 
-def _rank_text(model: str, src: Topology, dst: Topology, mine: RankTransfer) -> str:
+def _landed(into: RankRefit) -> list[dict[str, Any]]:
+    """A rank's operations in the ``ops`` format, each receive with the boxes of the engine's
+    local tensors it fills (``into``: ``{"tensor", "box"}``)."""
+    found = [op.to_dict() for op in into.sends]
+    for op in into.recvs:
+        boxes = [{"tensor": n, "box": [list(d) for d in b]} for n, b in into.boxes(op)]
+        found.append({**op.to_dict(), "into": boxes})
+    return found
+
+
+def _rank_text(model: str, src: Topology, dst: str, mine: RankTransfer) -> str:
     """Rank ``mine.rank``'s sends and receives, one a line."""
     sent = sum(op.nbytes for op in mine.sends)
     got = sum(op.nbytes for op in mine.recvs)

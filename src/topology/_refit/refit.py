@@ -20,6 +20,7 @@ tensors.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import attrs
 
@@ -33,11 +34,13 @@ from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
 from .._transfer.hf_weights import hf_weights
 from .._transfer.params import Param
-from .._transfer.plan import Transfer, TransferOp, transfer
+from .._transfer.plan import RankTransfer, Transfer, TransferOp, transfer
+from .._transfer.rank import transfer_rank
 from .._transfer.weights import architecture_of
+from .metadata import engine_table
 from .target import Box, EngineTarget, Landing
 
-__all__ = ["Refit", "engine_layout", "refit"]
+__all__ = ["RankRefit", "Refit", "engine_layout", "refit", "refit_rank"]
 
 
 def engine_layout(engine: object) -> EngineLayout:
@@ -94,25 +97,21 @@ class Refit:
         Raises:
             TopologyError: ``op`` is not an operation of this plan's receivers.
         """
-        if not isinstance(op, TransferOp):
-            raise TopologyError(f"op must be a TransferOp, got {show(op)}")
-        start, stop = op.dst_start, op.dst_start + op.stop - op.start
-        found = []
-        for run in self.landing(op.param, op.dst):
-            a, z = max(start, run.start), min(stop, run.stop)
-            if a < z:
-                box = run.part(a, z)
-                if op.rows is not None and op.param.cut_dim != 0:
-                    lead = run.dim - op.param.cut_dim
-                    top = box[lead][0] + op.rows[3]
-                    box = (*box[:lead], (top, top + op.rows[1] - op.rows[0]), *box[lead + 1 :])
-                found.append((run.name, box))
-        if not found:
-            raise TopologyError(
-                f"rank {op.dst} holds no {op.param.name}[{start}:{stop}] in {self.engine}; "
-                "give an operation of this plan"
-            )
-        return tuple(found)
+        return _boxes(self.target, op)
+
+    def for_rank(self, rank: int) -> RankRefit:
+        """World rank ``rank``'s part (``Transfer.for_rank``) with its landing in the engine.
+
+        Raises:
+            TopologyError: ``rank`` is no int in ``range(`` the ranks both sides span ``)``.
+        """
+        return RankRefit(self.plan.for_rank(rank), self.engine, self.target)
+
+    def table(self) -> list[dict[str, Any]]:
+        """Each Hugging Face tensor's sharding in the engine: the ``params`` metadata (see
+        ``docs/engines.md``): name, shape, dtype, and which ranks hold which box of it in which
+        box of which local tensor."""
+        return engine_table(self.target)
 
     @functools.cached_property
     def _tensors(self) -> dict[int, dict[str, tuple[int, ...]]]:
@@ -138,6 +137,89 @@ class Refit:
                 f"{self.rank_offset}..{last}"
             )
         return dict(self._tensors.get(rank, {}))
+
+
+@attrs.frozen
+class RankRefit:
+    """One rank's part of a :class:`Refit` (from :meth:`Refit.for_rank`, or
+    :func:`refit_rank` without the whole plan): its operations and where its receipts land."""
+
+    part: RankTransfer
+    engine: EngineLayout
+    target: EngineTarget = attrs.field(eq=False, repr=False)
+
+    @property
+    def rank(self) -> int:
+        """The world rank."""
+        return self.part.rank
+
+    @property
+    def sends(self) -> tuple[TransferOp, ...]:
+        """What it sends, in plan order."""
+        return self.part.sends
+
+    @property
+    def recvs(self) -> tuple[TransferOp, ...]:
+        """What it receives, in plan order."""
+        return self.part.recvs
+
+    @property
+    def ops(self) -> tuple[TransferOp, ...]:
+        """Its sends, then its receives."""
+        return self.part.ops
+
+    def boxes(self, op: TransferOp) -> tuple[tuple[str, Box], ...]:
+        """As :meth:`Refit.boxes`."""
+        return _boxes(self.target, op)
+
+    def table(self) -> list[dict[str, Any]]:
+        """As :meth:`Refit.table` (the whole engine's, not only this rank's)."""
+        return engine_table(self.target)
+
+    def tensors(self) -> dict[str, tuple[int, ...]]:
+        """Its local engine tensors and their shapes (padding included), in the order of
+        Megatron's weights (empty: not an engine rank)."""
+        found: dict[str, tuple[int, ...]] = {}
+        for param in {id(h.param): h.param for h in self.target.weights}.values():
+            for run in self.target.landing(param, self.rank):
+                found[run.name] = run.shape
+        return found
+
+
+def _boxes(target: EngineTarget, op: TransferOp) -> tuple[tuple[str, Box], ...]:
+    """The boxes of its receiver's local tensors ``op`` fills (see :meth:`Refit.boxes`)."""
+    if not isinstance(op, TransferOp):
+        raise TopologyError(f"op must be a TransferOp, got {show(op)}")
+    start, stop = op.dst_start, op.dst_start + op.stop - op.start
+    found = []
+    for run in target.landing(op.param, op.dst):
+        a, z = max(start, run.start), min(stop, run.stop)
+        if a < z:
+            box = run.part(a, z)
+            if op.rows is not None and op.param.cut_dim != 0:
+                lead = run.dim - op.param.cut_dim
+                top = box[lead][0] + op.rows[3]
+                box = (*box[:lead], (top, top + op.rows[1] - op.rows[0]), *box[lead + 1 :])
+            found.append((run.name, box))
+    if not found:
+        raise TopologyError(
+            f"rank {op.dst} holds no {op.param.name}[{start}:{stop}] in {target.layout}; "
+            "give an operation of this plan"
+        )
+    return tuple(found)
+
+
+def _prepared(
+    engine: EngineLayout | str, model: str | Architecture, rank_offset: int, itemsize: int
+) -> tuple[EngineTarget, Topology, list[Param]]:
+    """The engine's target, its ranks as a destination layout and Megatron's weights."""
+    layout = engine_layout(engine)
+    offset = check_index("rank_offset", rank_offset)
+    found = architecture_of(model)
+    tensors = hf_weights(found, itemsize)
+    params = list({id(h.param): h.param for h in tensors}.values())
+    target = EngineTarget(layout, found, rank_offset=offset, hf=tensors)
+    return target, Topology(layout.world_size, rank_offset=offset), params
 
 
 def refit(
@@ -178,20 +260,59 @@ def refit(
     >>> plan.plan.stats["max_send_bytes"] == plan.plan.stats["max_send_bound"]
     True
     """
-    layout = engine_layout(engine)
-    offset = check_index("rank_offset", rank_offset)
-    found = architecture_of(model)
-    tensors = hf_weights(found, itemsize)
-    params = list({id(h.param): h.param for h in tensors}.values())
-    target = EngineTarget(layout, found, rank_offset=offset, hf=tensors)
-    dst = Topology(layout.world_size, rank_offset=offset)
+    target, dst, params = _prepared(engine, model, rank_offset, itemsize)
     plan = transfer(
         src,
         dst,
         params,
         allocation=allocation,
-        num_layers=found.layers,
+        num_layers=target.model.layers,
         src_pipeline_split=src_pipeline_split,
         target=target,
     )
-    return Refit(plan, layout, found, offset, target)
+    return Refit(plan, target.layout, target.model, dst.rank_offset, target)
+
+
+def refit_rank(
+    src: Topology,
+    engine: EngineLayout | str,
+    model: str | Architecture,
+    rank: int,
+    *,
+    rank_offset: int = 0,
+    allocation: Allocation | RankMap | None = None,
+    src_pipeline_split: PipelineSplit | None = None,
+    itemsize: int = 2,
+) -> RankRefit:
+    """World rank ``rank``'s part of :func:`refit`'s plan without the whole plan: equal to
+    ``refit(src, engine, model, ...).for_rank(rank)`` (one planning pass keeping only its
+    operations, as :func:`~topology.transfer_rank`).
+
+    Args:
+        src, engine, model, rank_offset, allocation, src_pipeline_split, itemsize: as for
+            :func:`refit`.
+        rank: the world rank, in ``range`` of the ranks both sides span.
+
+    Raises:
+        TopologyError: what :func:`refit` raises, or a rank outside both sides' ranks.
+
+    >>> from topology import Architecture, Topology
+    >>> llama = Architecture(2, 16, 64, 32, 4, 2, 4)
+    >>> mine = refit_rank(Topology(2, tp=2), "engine=vllm,tp=4", llama, 3, rank_offset=2)
+    >>> mine.boxes(mine.recvs[0])
+    (('model.embed_tokens.weight', ((0, 16), (0, 16))),)
+    >>> mine.tensors()["model.layers.0.self_attn.qkv_proj.weight"]
+    (12, 16)
+    """
+    target, dst, params = _prepared(engine, model, rank_offset, itemsize)
+    part = transfer_rank(
+        src,
+        dst,
+        params,
+        rank,
+        allocation=allocation,
+        num_layers=target.model.layers,
+        src_pipeline_split=src_pipeline_split,
+        target=target,
+    )
+    return RankRefit(part, target.layout, target)

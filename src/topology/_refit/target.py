@@ -33,13 +33,15 @@ box=((4, 12), (0, 16)), dim=0)
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Hashable, Iterator, Sequence
+from typing import Any
 
 import attrs
 
 from .._architecture.architecture import Architecture
-from .._engine.layout import EngineLayout
+from .._engine.layout import GROUPS, EngineLayout
 from .._engine.rules import PLACEMENTS, Piece, holding, rule_of
 from .._errors import TopologyError
 from .._transfer.hf_weights import HFWeight, hf_weights
@@ -186,8 +188,10 @@ class EngineTarget:
         hf: Sequence[HFWeight] | None = None,
     ) -> None:
         self.layout, self.model, self.rank_offset = layout, model, rank_offset
+        self.weights: tuple[HFWeight, ...] = tuple(hf if hf is not None else hf_weights(model))
+        """The model's Hugging Face tensors, in Megatron's module order."""
         self._hf: dict[str, list[HFWeight]] = defaultdict(list)
-        for weight in hf if hf is not None else hf_weights(model):
+        for weight in self.weights:
             self._hf[weight.param.name].append(weight)
         self._classes: dict[Hashable, _Class] = {}
         self._slots: dict[int, dict[int, int]] = defaultdict(dict)
@@ -227,9 +231,20 @@ class EngineTarget:
 
     def _holders(self, param: Param, tensors: list[HFWeight]) -> tuple[int, ...] | None:
         """The world ranks holding a routed expert's weight (None: any other weight)."""
-        if param.expert is None or not rule_of(self.layout, self.model, tensors[0].role).expert:
+        return self._expert_holders(tensors[0])
+
+    def _expert_holders(self, hf: HFWeight) -> tuple[int, ...] | None:
+        if hf.expert is None or not rule_of(self.layout, self.model, hf.role).expert:
             return None
-        return tuple(self._slots[param.expert])
+        return tuple(self._slots[hf.expert])
+
+    def ranks_of(self, hf: HFWeight) -> tuple[int, ...]:
+        """The engine ranks (from 0) that may hold some of ``hf``: a routed expert's holders
+        under the engine's expert placement, else every rank."""
+        holders = self._expert_holders(hf)
+        if holders is None:
+            return tuple(range(self.layout.world_size))
+        return tuple(sorted(r - self.rank_offset for r in holders))
 
     def placement(self, param: Param, num_layers: int) -> ParamPlacement:
         """``param``'s shards on the engine's ranks (see the module)."""
@@ -262,31 +277,55 @@ class EngineTarget:
             found = self._classes[key] = self._compute(param)
         return found
 
+    @functools.cached_property
+    def _signatures(self) -> list[Hashable]:
+        """Per engine rank, its ``(size, index)`` in every group but ``expert_ep``: what
+        :func:`holding` reads of a rank for a tensor that is not a routed expert's (a rule cuts
+        over its ``group``), so ranks of one signature hold the same of every such tensor."""
+        layout = self.layout
+        names = [name for name in GROUPS if name != "expert_ep"]
+        return [tuple(layout.group(n, r) for n in names) for r in range(layout.world_size)]
+
     def _compute(self, param: Param) -> _Class:
-        layout, model, tensors = self.layout, self.model, self.tensors(param)
+        tensors = self.tensors(param)
         by_ranges: dict[tuple[tuple[int, int], ...], list[int]] = {}
         runs = {}
         holders = self._holders(param, tensors)
-        ranks = (
-            range(layout.world_size) if holders is None else [r - self.rank_offset for r in holders]
-        )
-        for rank in ranks:
-            mine: list[_Run] = []
-            shapes = {}
-            for position, hf in enumerate(tensors):
-                held = holding(layout, hf.role, hf.shape, model, rank, hf.expert)
-                shapes[position] = (held.shape, held.param)
-                for piece in held.pieces:
-                    mine += _runs(param, hf, position, piece, layout)
-            if not mine:
-                continue
-            names = [engine_name(hf.name, shapes[p][1]) for p, hf in enumerate(tensors)]
-            merged = _merged(mine, [names.index(name) for name in names])
-            ranges = tuple((lo, hi) for lo, hi, *_ in merged)
-            by_ranges.setdefault(ranges, []).append(rank + self.rank_offset)
-            runs[rank + self.rank_offset] = tuple((*run, *shapes[run[2]]) for run in merged)
+        ranks: Sequence[int] = range(self.layout.world_size)
+        keys: Sequence[Hashable] = self._signatures
+        if holders is not None:
+            ranks = [r - self.rank_offset for r in holders]
+            keys = ranks
+        memo: dict[Hashable, tuple[tuple[tuple[int, int], ...], tuple[Any, ...]] | None] = {}
+        for rank, key in zip(ranks, keys, strict=True):
+            if key not in memo:
+                memo[key] = self._rank_runs(param, tensors, rank)
+            found = memo[key]
+            if found is not None:
+                by_ranges.setdefault(found[0], []).append(rank + self.rank_offset)
+                runs[rank + self.rank_offset] = found[1]
         shards = tuple(
             ParamShard(index, 0, 0, tuple(ranks), ranges)
             for index, (ranges, ranks) in enumerate(by_ranges.items())
         )
         return _Class(ParamPlacement(param, len(shards), shards, ()), runs)
+
+    def _rank_runs(
+        self, param: Param, tensors: list[HFWeight], rank: int
+    ) -> tuple[tuple[tuple[int, int], ...], tuple[Any, ...]] | None:
+        """Engine rank ``rank``'s ranges of ``param`` and its runs with their local shapes and
+        names (None: it holds none of it)."""
+        layout, model = self.layout, self.model
+        mine: list[_Run] = []
+        shapes = {}
+        for position, hf in enumerate(tensors):
+            held = holding(layout, hf.role, hf.shape, model, rank, hf.expert)
+            shapes[position] = (held.shape, held.param)
+            for piece in held.pieces:
+                mine += _runs(param, hf, position, piece, layout)
+        if not mine:
+            return None
+        names = [engine_name(hf.name, shapes[p][1]) for p, hf in enumerate(tensors)]
+        merged = _merged(mine, [names.index(name) for name in names])
+        ranges = tuple((lo, hi) for lo, hi, *_ in merged)
+        return ranges, tuple((*run, *shapes[run[2]]) for run in merged)

@@ -22,6 +22,7 @@ from .._machine.allocation import Allocation
 from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
+from .param_placement import Target
 from .params import Param
 from .plan import RankTransfer, TransferOp, plan_inputs
 from .planner import Pattern, Planner, Row, Rows, bulk, unit_row
@@ -39,8 +40,9 @@ class RankPlanner(Planner):
         rank_map: RankMap | None,
         rank: int,
         splits: tuple[PipelineSplit | None, PipelineSplit | None] = (None, None),
+        target: Target | None = None,
     ) -> None:
-        super().__init__(src, dst, rank_map, splits)
+        super().__init__(src, dst, rank_map, splits, target=target)
         self.rank = rank
         self.roles: dict[int, tuple[bool, bool]] = {}
         """Per pair: whether ``rank`` holds its pieces, and whether it needs them."""
@@ -87,6 +89,7 @@ def transfer_rank(
     num_layers: int | None = None,
     src_pipeline_split: PipelineSplit | None = None,
     dst_pipeline_split: PipelineSplit | None = None,
+    target: Target | None = None,
 ) -> RankTransfer:
     """What ``rank`` sends and receives in :func:`~topology.transfer`'s plan, without making the
     whole plan: equal to ``transfer(src, dst, params, ...).for_rank(rank)``.
@@ -96,8 +99,8 @@ def transfer_rank(
     every earlier weight with the same holders, so no weight can be skipped).
 
     Args:
-        src, dst, params, allocation, num_layers, src_pipeline_split, dst_pipeline_split: as
-            for :func:`~topology.transfer`.
+        src, dst, params, allocation, num_layers, src_pipeline_split, dst_pipeline_split,
+            target: as for :func:`~topology.transfer`.
         rank: the rank, in ``range`` of the ranks both layouts span.
 
     Returns:
@@ -116,7 +119,7 @@ def transfer_rank(
     given = plan_inputs(
         src, dst, params, allocation, num_layers, (src_pipeline_split, dst_pipeline_split), rank
     )
-    planner = RankPlanner(src, dst, given.rank_map, rank, splits=given.splits)
+    planner = RankPlanner(src, dst, given.rank_map, rank, splits=given.splits, target=target)
     for index, param in enumerate(given.params):
         planner.weight(index, param, given.num_layers)
     weights = given.params
