@@ -19,6 +19,7 @@ import importlib.util
 import os
 from typing import Any
 
+import attrs
 import pytest
 
 pytest.importorskip("torch.distributed")
@@ -28,6 +29,8 @@ from topology import Architecture, Topology
 
 LLAMA = Architecture(4, 16, 100, 32, 8, 2, 4)
 """2 KV heads (vLLM tp 4 replicates each on 2 ranks); vocabulary 100 (vLLM pads it to 128)."""
+TIED = attrs.evolve(LLAMA, tied_embeddings=True)
+"""pp 2 holds the word embeddings on both stages: the last as its ``output_layer.weight``."""
 MIXTRAL = Architecture(2, 8, 64, 16, 4, 2, 2, experts=8, top_k=2, moe_ffn=16, family="mixtral")
 
 CASES: list[tuple[Architecture, Topology, str, int, bool]] = [
@@ -35,6 +38,7 @@ CASES: list[tuple[Architecture, Topology, str, int, bool]] = [
     (LLAMA, Topology(4, tp=2, pp=2), "engine=vllm,tp=4", 0, False),
     (LLAMA, Topology(4, tp=2, pp=2), "engine=vllm,tp=2", 2, True),
     (LLAMA, Topology(4, pp=2, vpp=2), "engine=vllm,tp=2,dp=2", 0, True),
+    (TIED, Topology(4, tp=2, pp=2), "engine=vllm,tp=2", 1, False),
     (MIXTRAL, Topology(4, pp=2, ep=2), "engine=vllm,tp=2,dp=2,ep=4", 0, False),
     (MIXTRAL, Topology(4, tp=2, ep=2), "engine=vllm,tp=4,ep=4,placement=round_robin", 0, True),
 ]
@@ -101,6 +105,7 @@ def _build(model: Architecture, src: Topology) -> list[Any]:
                 vocab_size=model.vocab,
                 max_sequence_length=8,
                 position_embedding_type="rope",
+                share_embeddings_and_output_weights=model.tied_embeddings,
                 pre_process=ps.is_pipeline_first_stage(ignore_virtual=False, vp_stage=stage),
                 post_process=ps.is_pipeline_last_stage(ignore_virtual=False, vp_stage=stage),
                 vp_stage=stage,
@@ -119,6 +124,8 @@ TE_NAMES = {
 def _global_name(chunk: Any, name: str, moe: bool) -> str:
     """The whole model's name of a chunk's parameter, from Megatron's own module attributes."""
     parts = name.split(".")
+    if name == "output_layer.weight" and chunk.share_embeddings_and_output_weights:
+        return "embedding.word_embeddings.weight"  # the last stage's copy of tied embeddings
     if parts[:2] != ["decoder", "layers"]:
         return name
     layer = chunk.decoder.layers[int(parts[2])]
@@ -169,6 +176,7 @@ def _rank_main(rank: int, world_size: int) -> None:
 
     warnings.simplefilter("ignore")
     torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]  # tied pp
     for model, src, engine, offset, in_place in CASES:
         hf = _hf(model)
         plan = refit(src, engine, model, rank_offset=offset)

@@ -26,7 +26,7 @@ from topology import Param, ParamShard, Refit, TopologyError, Transfer, param_pl
 
 from .._args import check_index
 
-__all__ = ["LOCAL_SPEC", "local_name", "megatron_shards"]
+__all__ = ["LOCAL_SPEC", "TIED", "local_name", "megatron_shards"]
 
 LOCAL_SPEC = {
     "self_attention.linear_qkv.layer_norm_weight": "input_layernorm.weight",
@@ -35,6 +35,11 @@ LOCAL_SPEC = {
 """A layer's norm under the Transformer Engine spec's name (fused into the linear it feeds) and
 under the local spec's (a module of its own): megatron-core 0.16.1's local spec maps them so in
 its ``sharded_state_dict_keys_map`` (``gpt_layer_specs.py``)."""
+
+TIED = {"embedding.word_embeddings.weight": "output_layer.weight"}
+"""A weight outside the layers and its name on a stage that holds it under another: with tied
+embeddings and pp > 1, megatron-core's last stage holds the word embeddings as its
+``output_layer.weight`` (``LanguageModule.setup_embeddings_and_output_layer``)."""
 
 _LAYERS = "decoder.layers."
 _EXPERTS = ".local_experts."
@@ -86,6 +91,15 @@ def local_name(plan: Transfer, param: Param, shard: ParamShard) -> str:
     return name
 
 
+def _alias(name: str) -> str:
+    """``name`` under the local spec's norm names (:data:`LOCAL_SPEC`) or a tied stage's
+    (:data:`TIED`); ``name`` itself when neither renames it."""
+    if name.startswith(_LAYERS):
+        index, _, key = name[len(_LAYERS) :].partition(".")
+        return f"{_LAYERS}{index}.{LOCAL_SPEC.get(key, key)}"
+    return TIED.get(name, name)
+
+
 def _shape(param: Param, shard: ParamShard) -> tuple[int, ...]:
     """The shape of a holder's local tensor of ``shard``."""
     width = sum(hi - lo for lo, hi in shard.ranges)
@@ -111,8 +125,9 @@ def megatron_shards(
     (:func:`topology.weights`); each weight this rank holds in the plan's source layout is found
     in the chunk that holds it under its local name (:func:`topology.param_placement` and
     :meth:`topology.Topology.layers` give the stage, chunk and the chunk's layers). Norms are
-    found under the Transformer Engine spec's names or the local spec's (:data:`LOCAL_SPEC`); a
-    wrapper's ``module.`` prefixes are dropped. The tensors are the model's own (no copy): a
+    found under the Transformer Engine spec's names or the local spec's (:data:`LOCAL_SPEC`), tied
+    word embeddings on the last stage as its ``output_layer.weight`` (:data:`TIED`); a wrapper's
+    ``module.`` prefixes are dropped. The tensors are the model's own (no copy): a
     source is only read.
 
     Args:
@@ -121,7 +136,7 @@ def megatron_shards(
         rank: this process's global rank (the plan's rank numbers).
         model: this rank's model: a ``GPTModel`` (any ``torch.nn.Module``: its parameters and
             buffers, as the router's ``expert_bias``), or its tensors by name
-            (``model.state_dict()``); under vpp a sequence of them, one per virtual chunk, as
+            (``model.state_dict()``); under vpp a list of them, one per virtual chunk, as
             Megatron builds them. ``None`` (or ``[]``) on a rank outside the source layout.
 
     Returns:
@@ -143,10 +158,10 @@ def megatron_shards(
     src = inner.src
     if model is None:
         chunks: list[dict[str, torch.Tensor]] = []
-    elif isinstance(model, nn.Module | Mapping):
-        chunks = [_tensors(model, 0)]
-    else:
+    elif isinstance(model, list | tuple):
         chunks = [_tensors(chunk, i) for i, chunk in enumerate(model)]
+    else:
+        chunks = [_tensors(model, 0)]
     if not src.rank_offset <= rank < src.rank_offset + src.world_size:
         return {}
     if len(chunks) != (src.vpp or 1):
@@ -161,10 +176,8 @@ def megatron_shards(
             continue
         chunk, name = shard.chunk, local_name(inner, param, shard)
         tensors = chunks[chunk]
-        layer_key = name.split(".", 3)[-1] if name.startswith(_LAYERS) else ""
-        alias = LOCAL_SPEC.get(layer_key)
-        if name not in tensors and alias is not None:
-            name = name[: len(name) - len(layer_key)] + alias
+        if name not in tensors:
+            name = _alias(name)
         if name not in tensors:
             raise TopologyError(
                 f"rank {rank}'s model chunk {chunk} has no {name!r} (the plan's "
