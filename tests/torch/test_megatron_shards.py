@@ -117,23 +117,37 @@ RANK0 = {
 }
 """Rank 0's shards of ``PLAN`` under Megatron's local names (stage 0 holds layers 0 and 1)."""
 
-BAD_SHARDS: list[tuple[Any, Any, str]] = [
-    ("plan", {}, "plan must be a topology.Transfer or topology.Refit, got str"),
-    (PLAN, 5, "model chunk 0 is a int; give a torch.nn.Module or a mapping"),
-    (PLAN, [RANK0, RANK0], "rank 0 passed 2 model chunks but .* holds 1 per rank"),
-    (PLAN, {}, "rank 0's model chunk 0 has no 'embedding.word_embeddings.weight'"),
+BAD_SHARDS: list[tuple[Any, int, Any, str]] = [
+    ("plan", 0, {}, "plan must be a topology.Transfer or topology.Refit, got str"),
+    (PLAN, 0, 5, "model chunk 0 is a int; give a torch.nn.Module or a mapping"),
+    (PLAN, 0, [RANK0, RANK0], "rank 0 passed 2 model chunks but .* holds 1 per rank"),
     (
         PLAN,
+        0,
+        {},
+        "rank 0's model chunk 0 has no 'embedding.word_embeddings.weight' or "
+        r"'output_layer.weight' \(the plan's 'embedding.word_embeddings.weight'\)",
+    ),
+    (  # stage 1's first layer is layer 2, local 0
+        PLAN,
+        3,
+        {},
+        "rank 3's model chunk 0 has no 'decoder.layers.0.self_attention.linear_qkv.layer_norm_"
+        r"weight' or 'decoder.layers.0.input_layernorm.weight' \(the plan's 'decoder.layers.2.",
+    ),
+    (
+        PLAN,
+        0,
         {**RANK0, "embedding.word_embeddings.weight": torch.zeros(64, 16)},
         r"'embedding.word_embeddings.weight' has shape \(64, 16\) but .* gives it \(32, 16\)",
     ),
 ]
 
 
-@pytest.mark.parametrize(("plan", "model", "match"), BAD_SHARDS)
-def test_bad_megatron_shards_arguments(plan: Any, model: Any, match: str) -> None:
+@pytest.mark.parametrize(("plan", "rank", "model", "match"), BAD_SHARDS)
+def test_bad_megatron_shards_arguments(plan: Any, rank: int, model: Any, match: str) -> None:
     with pytest.raises(TopologyError, match=match):
-        megatron_shards(plan, 0, model)
+        megatron_shards(plan, rank, model)
 
 
 def test_megatron_shards_reads_rank_zero() -> None:

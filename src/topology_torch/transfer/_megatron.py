@@ -176,12 +176,12 @@ def megatron_shards(
             continue
         chunk, name = shard.chunk, local_name(inner, param, shard)
         tensors = chunks[chunk]
-        if name not in tensors:
-            name = _alias(name)
-        if name not in tensors:
+        names = list(dict.fromkeys((name, _alias(name))))
+        name = next((n for n in names if n in tensors), "")
+        if not name:
             raise TopologyError(
-                f"rank {rank}'s model chunk {chunk} has no {name!r} (the plan's "
-                f"{param.name!r}); pass the model built at {src} with Megatron's names"
+                f"rank {rank}'s model chunk {chunk} has no {' or '.join(map(repr, names))} (the "
+                f"plan's {param.name!r}); pass the model built at {src} with Megatron's names"
             )
         tensor = tensors[name].detach()
         want = _shape(param, shard)
