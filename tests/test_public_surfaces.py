@@ -51,7 +51,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "ProcessTopology",
     ),
     "topology_torch.compat.torchtitan": ("MeshNameError", "ParallelDims", "device_type"),
-    "topology_torch.transfer": ("execute", "shards_of"),
+    "topology_torch.transfer": ("execute", "execute_refit", "megatron_shards", "shards_of"),
     "topology_torch.recovery": ("agree_lost", "apply", "grow"),
     "topology_torch.compat.ezpz": (
         "destroy_tensor_parallel",

@@ -1,6 +1,8 @@
 """Weight transfer between two layouts on torch: a model built with our layers as the plan's
 inputs (:func:`shards_of`), and one rank's part of a :func:`topology.transfer` plan, point to point
-(:func:`execute`).
+(:func:`execute`). Into a generation engine: a Megatron-core model's own parameters as the
+sources (:func:`megatron_shards`) and one rank's part of a :func:`topology.refit` plan, landing in
+the engine's local tensors (:func:`execute_refit`).
 
 A trainer model at one layout moves its weights into a generation model at another: each rank
 describes its layers on both sides, every rank plans with the full list of weights, and each rank
@@ -23,6 +25,8 @@ True
 """
 
 from ._execute import execute
+from ._megatron import megatron_shards
+from ._refit import execute_refit
 from ._shards import shards_of
 
-__all__ = ["execute", "shards_of"]
+__all__ = ["execute", "execute_refit", "megatron_shards", "shards_of"]

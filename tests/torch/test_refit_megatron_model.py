@@ -1,0 +1,210 @@
+"""Refit from megatron-core's own ``GPTModel`` into vLLM's layout, over gloo (issue 32 item 4).
+
+One gloo world of 4 ranks runs every case: each rank builds megatron-core 0.16.1's ``GPTModel``
+(local spec, CPU) at the training layout (its own stage's layers, numbered from 0 per virtual
+chunk, and its own ep coordinate's experts, numbered from 0), fills it with random Hugging Face
+tensors through ``hf_weights``' blocks, then runs ``topology.refit``'s plan with
+``megatron_shards`` (the model's parameters by Megatron's local names) and ``execute_refit``
+(allocated engine tensors, or the caller's filled in place). Every engine tensor must be
+``torch.equal`` to what vLLM's rules put there (``holding``), padding untouched.
+
+The oracle does not share the executor's renaming: a local parameter's global layer is Megatron's
+own ``TransformerLayer.layer_number`` and its global expert the MoE layer's
+``local_expert_indices``; its tensor-parallel slice is :func:`topology.param_placement`'s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+import attrs
+import pytest
+
+pytest.importorskip("torch.distributed")
+
+from tests.torch.world import run_world
+from topology import Architecture, Topology
+
+LLAMA = Architecture(4, 16, 100, 32, 8, 2, 4)
+"""2 KV heads (vLLM tp 4 replicates each on 2 ranks); vocabulary 100 (vLLM pads it to 128)."""
+TIED = attrs.evolve(LLAMA, tied_embeddings=True)
+"""pp 2 holds the word embeddings on both stages: the last as its ``output_layer.weight``."""
+MIXTRAL = Architecture(2, 8, 64, 16, 4, 2, 2, experts=8, top_k=2, moe_ffn=16, family="mixtral")
+
+CASES: list[tuple[Architecture, Topology, str, int, bool]] = [
+    # model, training layout, engine, the engine's first rank, fill the caller's tensors in place
+    (LLAMA, Topology(4, tp=2, pp=2), "engine=vllm,tp=4", 0, False),
+    (LLAMA, Topology(4, tp=2, pp=2), "engine=vllm,tp=2", 2, True),
+    (LLAMA, Topology(4, pp=2, vpp=2), "engine=vllm,tp=2,dp=2", 0, True),
+    (TIED, Topology(4, tp=2, pp=2), "engine=vllm,tp=2", 1, False),
+    (MIXTRAL, Topology(4, pp=2, ep=2), "engine=vllm,tp=2,dp=2,ep=4", 0, False),
+    (MIXTRAL, Topology(4, tp=2, ep=2), "engine=vllm,tp=4,ep=4,placement=round_robin", 0, True),
+]
+SENTINEL = -7.0
+"""What the caller's engine tensors hold before an in-place refit: padding must keep it."""
+
+
+def _megatron_installed() -> None:
+    """Skip without megatron-core installed, except under ``CI``, where it must be."""
+    if importlib.util.find_spec("megatron.core") is not None:
+        return
+    reason = "megatron-core is not installed in .venv; scripts/setup.sh installs it"
+    if os.environ.get("CI"):
+        pytest.fail(f"the megatron-core refit test must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+def _build(model: Architecture, src: Topology) -> list[Any]:
+    """This rank's GPTModel chunks at ``src`` (megatron-core's parallel state set to it)."""
+    import torch
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    ps.initialize_model_parallel(
+        tensor_model_parallel_size=src.tp,
+        pipeline_model_parallel_size=src.pp,
+        virtual_pipeline_model_parallel_size=src.vpp,
+        expert_model_parallel_size=src.ep,
+    )
+    moe = model.experts > 1
+    config = TransformerConfig(
+        num_layers=model.layers,
+        hidden_size=model.hidden,
+        num_attention_heads=model.heads,
+        num_query_groups=model.kv_heads,
+        kv_channels=model.head_dim,
+        ffn_hidden_size=model.ffn,
+        gated_linear_unit=True,
+        add_bias_linear=False,
+        normalization="RMSNorm",
+        num_moe_experts=model.experts if moe else None,
+        moe_ffn_hidden_size=model.moe_ffn if moe else None,
+        moe_router_topk=model.top_k if moe else 2,
+        tensor_model_parallel_size=src.tp,
+        pipeline_model_parallel_size=src.pp,
+        virtual_pipeline_model_parallel_size=src.vpp,
+        expert_model_parallel_size=src.ep,
+        pipeline_dtype=torch.float32,
+        use_cpu_initialization=True,
+        params_dtype=torch.float32,
+    )
+    chunks = []
+    for vp in range(src.vpp or 1):
+        stage = None if src.vpp is None else vp
+        spec = get_gpt_decoder_block_spec(
+            config, use_transformer_engine=False, normalization="RMSNorm", vp_stage=stage
+        )
+        chunks.append(
+            GPTModel(
+                config,
+                spec,
+                vocab_size=model.vocab,
+                max_sequence_length=8,
+                position_embedding_type="rope",
+                share_embeddings_and_output_weights=model.tied_embeddings,
+                pre_process=ps.is_pipeline_first_stage(ignore_virtual=False, vp_stage=stage),
+                post_process=ps.is_pipeline_last_stage(ignore_virtual=False, vp_stage=stage),
+                vp_stage=stage,
+            )
+        )
+    return chunks
+
+
+TE_NAMES = {
+    "input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
+    "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight",
+}
+"""The local spec's norms under the TE spec's names (``pre_mlp_layernorm`` in a dense layer)."""
+
+
+def _global_name(chunk: Any, name: str, moe: bool) -> str:
+    """The whole model's name of a chunk's parameter, from Megatron's own module attributes."""
+    parts = name.split(".")
+    if name == "output_layer.weight" and chunk.share_embeddings_and_output_weights:
+        return "embedding.word_embeddings.weight"  # the last stage's copy of tied embeddings
+    if parts[:2] != ["decoder", "layers"]:
+        return name
+    layer = chunk.decoder.layers[int(parts[2])]
+    parts[2] = str(layer.layer_number - 1)
+    if "local_experts" in parts:
+        at = parts.index("local_experts") + 1
+        parts[at] = str(layer.mlp.local_expert_indices[int(parts[at])])
+    rest = ".".join(parts[3:])
+    if rest in TE_NAMES and (rest == "input_layernorm.weight" or not moe):
+        return ".".join([*parts[:3], TE_NAMES[rest]])
+    return ".".join(parts)
+
+
+def _fill(chunks: list[Any], plan: Any, megatron: dict[str, Any], rank: int) -> int:
+    """Copy into each chunk's parameters its slice of the whole Megatron weights; the count."""
+    import torch
+
+    from topology import param_placement
+
+    from .test_refit_round_trip import _shard
+
+    params = {p.name: p for p in plan.plan.params}
+    filled = 0
+    for chunk in chunks:
+        for name, tensor in chunk.named_parameters():
+            param = params[_global_name(chunk, name, plan.model.experts > 1)]
+            placement = param_placement(plan.plan.src, param, num_layers=plan.model.layers)
+            shard = next(s for s in placement.shards if rank in s.ranks)
+            local = _shard(megatron[param.name], param, shard.ranges, shard.rows)
+            assert tensor.shape == local.shape, (name, tensor.shape, local.shape)
+            with torch.no_grad():
+                tensor.copy_(local)
+            filled += 1
+    return filled
+
+
+def _rank_main(rank: int, world_size: int) -> None:
+    """Every case on this rank: build, fill, refit, compare."""
+    import warnings
+
+    import torch
+    from megatron.core import parallel_state as ps
+
+    from topology import refit
+    from topology_torch.transfer import execute_refit, megatron_shards
+
+    from .test_refit_round_trip import _expected, _hf, _megatron
+
+    warnings.simplefilter("ignore")
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]  # tied pp
+    for model, src, engine, offset, in_place in CASES:
+        hf = _hf(model)
+        plan = refit(src, engine, model, rank_offset=offset)
+        chunks = _build(model, src)
+        assert _fill(chunks, plan, _megatron(model, hf), rank) > 0
+        sources = megatron_shards(plan, rank, chunks if src.vpp else chunks[0])
+        mine = rank - offset
+        engine_rank = 0 <= mine < plan.engine.world_size
+        into = None
+        if in_place and engine_rank:
+            shapes = plan.tensors(rank)
+            into = {n: torch.full(s, SENTINEL) for n, s in shapes.items()}
+        got = execute_refit(plan, rank, sources, into, dtype=torch.float32)
+        ps.destroy_model_parallel()
+        if not engine_rank:
+            assert got == {}, (engine, rank)
+            continue
+        if into is not None:
+            assert got is into
+        want = _expected(plan, hf, mine)
+        assert list(got) == list(want), (engine, rank)
+        for name, tensor in want.items():
+            pad = torch.isinf(tensor)
+            expected = tensor.masked_fill(pad, SENTINEL if in_place else 0.0)
+            assert torch.equal(got[name], expected), (engine, rank, name)
+
+
+def test_gptmodel_refits_into_vllm_over_gloo() -> None:
+    """Every case's engine tensors equal vLLM's slices of the Hugging Face weights, bitwise."""
+    _megatron_installed()
+    run_world(4, _rank_main, timeout=300)
