@@ -149,6 +149,7 @@ def refit(
     allocation: Allocation | RankMap | None = None,
     src_pipeline_split: PipelineSplit | None = None,
     itemsize: int = 2,
+    relay: bool = False,
 ) -> Refit:
     """The plan that moves ``model``'s weights from Megatron layout ``src`` into ``engine``.
 
@@ -161,6 +162,7 @@ def refit(
         allocation: where ranks run (see ``topology.transfer``).
         src_pipeline_split: ``src``'s pipeline split (see ``topology.transfer``).
         itemsize: bytes per element.
+        relay: with an allocation, the relay step (see ``topology.transfer``).
 
     Returns:
         A :class:`Refit`.
@@ -193,5 +195,6 @@ def refit(
         num_layers=found.layers,
         src_pipeline_split=src_pipeline_split,
         target=target,
+        relay=relay,
     )
     return Refit(plan, layout, found, offset, target)
