@@ -18,11 +18,14 @@ Layouts (``--from`` / ``--to``), apart (the engine on the next 128 ranks):
 
 Allocation: hosts of 8 GPUs, 32 for training then 16 for the engine, each host's NVLink its
 domain; links of ``topology.cost.H100_NODE``: 8 x 400 Gb/s NICs per host (50 GB/s per GPU) and
-NVLink 450 GB/s per GPU, each way. Predicted time and bound: ``topology.transfer_time`` (model
-and bound in ``topology._transfer.timing``). Reference: Perplexity moves Kimi-K2 from 256
-training GPUs to 128 inference GPUs in 1.3 s over RDMA (Perplexity research, "Weight transfer
-for RL post-training in under 2 seconds", 2025): a measured time on their hardware, shown beside
-our prediction, not computed by it.
+NVLink 450 GB/s per GPU, each way. Each engine layout is planned twice: without and with the relay
+step (``transfer(..., relay=True)``: a weight every GPU of an engine host holds whole, MLA's
+down-projections, routers, norms, enters the host's NICs once, then crosses NVLink; the
+prediction adds the relay copies' stage after the network's). Predicted time and bound:
+``topology.transfer_time`` (model and bound in ``topology._transfer.timing``). Reference:
+Perplexity moves Kimi-K2 from 256 training GPUs to 128 inference GPUs in 1.3 s over RDMA
+(Perplexity research, "Weight transfer for RL post-training in under 2 seconds", 2025): a
+measured time on their hardware, shown beside our prediction, not computed by it.
 
 Wire bytes: for tp8 -> tp8 and tp8 -> tp4 x dp2 (apart, 8 -> 8 ranks), the bytes our plan moves
 against Megatron's M2N refit sizing (``refit_method="nccl_m2n"``, Megatron-LM #6712), which sizes
@@ -35,6 +38,7 @@ Run: ``python benchmarks/bench_transfer_time.py [--out benchmarks/results/transf
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -82,8 +86,8 @@ def kimi_rows(repeat: int) -> list[dict[str, Any]]:
     params = weights(KIMI_K2)
     alloc = hosts(256 + 128)
     rows = []
-    for name, engine in ENGINES.items():
-        plan = transfer(TRAIN, engine, params, allocation=alloc)
+    for (name, engine), relay in itertools.product(ENGINES.items(), (False, True)):
+        plan = transfer(TRAIN, engine, params, allocation=alloc, relay=relay)
         timed = transfer_time(
             plan,
             alloc,
@@ -94,14 +98,16 @@ def kimi_rows(repeat: int) -> list[dict[str, Any]]:
             {
                 "from": "pp=16,ep=16,etp=1",
                 "to": name,
+                "relay": relay,
                 "weights": len(params),
                 "model_bytes": sum(p.nbytes for p in params),
                 "bytes_total": plan.stats["bytes_total"],
                 **timed.to_dict(),
                 "within_goal": timed.ratio <= GOAL,
+                "relay_ops": plan.stats.get("relay_ops", 0),
                 "plan_and_time_seconds": median_seconds(
-                    lambda e=engine: transfer_time(
-                        transfer(TRAIN, e, params, allocation=alloc),
+                    lambda e=engine, r=relay: transfer_time(
+                        transfer(TRAIN, e, params, allocation=alloc, relay=r),
                         alloc,
                         nic_bandwidth=H100_NODE.inter.bandwidth,
                         nvlink_bandwidth=H100_NODE.intra.bandwidth,
@@ -152,15 +158,19 @@ def main() -> None:
     kimi = kimi_rows(args.repeat)
     print("Kimi-K2 (2.06 TB bf16), 256 training ranks -> 128 engine ranks, 8-GPU hosts,")
     print("8 x 400 Gb/s NICs and NVLink 450 GB/s per GPU (H100_NODE links)")
-    print(f"{'from -> to':<40} {'moved':>9} {'predicted':>10} {'bound':>8} {'ratio':>7}  busiest")
+    print(
+        f"{'from -> to':<40} {'relay':>5} {'moved':>9} {'predicted':>10} {'bound':>8} "
+        f"{'ratio':>7}  busiest"
+    )
     for row in kimi:
         print(
-            f"{row['from'] + ' -> ' + row['to']:<40} {row['bytes_total'] / 1e12:>7.3f}TB "
+            f"{row['from'] + ' -> ' + row['to']:<40} {'yes' if row['relay'] else 'no':>5} "
+            f"{row['bytes_total'] / 1e12:>7.3f}TB "
             f"{row['seconds']:>9.3f}s {row['bound_seconds']:>7.3f}s {row['ratio']:>6.3f}x  "
             f"{row['busiest']} (bound: {row['bound_by']})"
         )
     print(
-        f"{'Perplexity, published (reference)':<40} {'':>9} {PERPLEXITY_SECONDS:>9.3f}s "
+        f"{'Perplexity, published (reference)':<40} {'':>5} {'':>9} {PERPLEXITY_SECONDS:>9.3f}s "
         f"{'':>8} {'':>7}  measured, RDMA, their hardware"
     )
     print(f"goal: predicted within {GOAL}x the bound")

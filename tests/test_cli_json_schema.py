@@ -170,6 +170,10 @@ MORE_EXAMPLES = [
         "llama-7b",
         "--json",
     ],
+    [  # --relay: stage-2 ops, relay_ops and relay_bytes in stats, relay_seconds in time
+        *("transfer", "--from", "tp=2", "--to", "dp=2", "-w", "2", "--to-offset", "2"),
+        *("--model", "llama-7b", "--hosts", "a,b", "--gpus-per-host", "2", "--relay", "--json"),
+    ],
     ["reshape", "-w", "32", "--tp", "8", "--gpus-per-node", "8", "--lost", "1", "--json"],
     [
         "reshape",

@@ -9,6 +9,8 @@ Plans: dense tp2 x pp2 -> tp4, experts ep4 (etp 1) -> tp2 x pp2 with vpp 2, tp2 
 tp-pp-dp) -> pp4, all colocated, and tp2 on ranks 0-1 -> dp2 on ranks 2-3. Each rank fills its
 source shards from a seeded master per weight, runs :func:`topology_torch.transfer.execute`, and
 its destination shards must equal the master's slices the core's placement names, bit for bit.
+Relay plans (``relay=True`` on hosts of 2 GPUs: tp2 -> dp2 apart, tp2 x pp2 -> dp4 colocated)
+run their relay copies after the network stage, to the same exact shards.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.torch.world import run_world  # noqa: E402
-from topology import Param, Topology, param_placement, transfer  # noqa: E402
+from topology import Allocation, Host, Param, Topology, param_placement, transfer  # noqa: E402
 
 TOPO = Topology(4, tp=2)
 H, F, VOCAB = 8, 12, 16
@@ -155,11 +157,27 @@ def _shards(topo: Topology, rank: int) -> dict[str, torch.Tensor]:
     return found
 
 
+RELAY_CASES = [
+    (Topology(2, tp=2), Topology(2, dp=2, rank_offset=2)),
+    (Topology(4, tp=2, pp=2), Topology(4, dp=4)),
+]
+HOSTS = Allocation([Host("a", 2), Host("b", 2)])
+
+
 def _check_plans(rank: int, world: int) -> None:
     from topology_torch.transfer import execute
 
-    for src, dst in CASES:
-        plan = transfer(src, dst, WEIGHTS, num_layers=LAYERS)
+    relayed = [(src, dst, True) for src, dst in RELAY_CASES]
+    for src, dst, relay in [(src, dst, False) for src, dst in CASES] + relayed:
+        plan = transfer(
+            src,
+            dst,
+            WEIGHTS,
+            num_layers=LAYERS,
+            allocation=HOSTS if relay else None,
+            relay=relay,
+        )
+        assert plan.stats.get("relay_ops", 1) > 0, (str(src), str(dst))
         want = _shards(dst, rank)
         got = {name: torch.full_like(t, float("nan")) for name, t in want.items()}
         execute(plan, rank, _shards(src, rank), got)

@@ -155,6 +155,13 @@ def register(subparsers: Any) -> None:
         "(inter) and NVLink per GPU (intra); default h100: 50 GB/s, 450 GB/s",
     )
     parser.add_argument(
+        "--relay",
+        action="store_true",
+        help="with an allocation, send a piece several GPUs of one host need (and none holds) "
+        "to one of them over the network, then on to the others over NVLink (stage-2 "
+        "operations): each piece enters a host's NICs once",
+    )
+    parser.add_argument(
         "--rank",
         type=int_type("rank", minimum=0),
         action=Once,
@@ -292,6 +299,16 @@ def run(args: argparse.Namespace) -> int:
             f"--hardware {shorten(args.hardware)} times the plan on an allocation; give one "
             "(--hosts HOSTLIST --gpus-per-host N, --allocation FILE, ...) or drop --hardware"
         )
+    if args.relay and alloc is None:
+        raise CliError(
+            "--relay routes through the hosts of an allocation; give one (--hosts HOSTLIST "
+            "--gpus-per-host N, --allocation FILE, ...) or drop --relay"
+        )
+    if args.relay and args.rank is not None:
+        raise CliError(
+            "--rank plans one rank without the whole plan, which has no relay step; drop "
+            "--relay, or use --write-plans DIR for every rank's part of the relayed plan"
+        )
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
     engine = None
     if _is_engine(args.to_layout):
@@ -363,6 +380,7 @@ def run(args: argparse.Namespace) -> int:
             rank_offset=dst.rank_offset,
             allocation=alloc,
             src_pipeline_split=src_split,
+            relay=args.relay,
         )
         plan = planned.plan
         if args.json:
@@ -375,6 +393,7 @@ def run(args: argparse.Namespace) -> int:
             allocation=alloc,
             src_pipeline_split=src_split,
             dst_pipeline_split=dst_split,
+            relay=args.relay,
         )
     timed = None
     if alloc is not None:
@@ -433,7 +452,9 @@ def _write_plans(folder: Path, plan: Transfer, head: dict[str, Any]) -> None:
         counts = []
         with open(folder / path, "w", encoding="utf-8") as out:
             for side in (0, 1):
-                lines = [_line(row, templates) for row in plan.rank_rows(rank, side)]
+                lines = [
+                    _line(row, templates, stage) for stage, row in plan.staged_rank_rows(rank, side)
+                ]
                 out.writelines(lines)
                 counts.append(len(lines))
         files.append({"rank": rank, "path": path, "sends": counts[0], "recvs": counts[1]})
@@ -454,15 +475,16 @@ def _template(param: Param) -> str:
     )
 
 
-def _line(row: tuple[Any, ...], templates: list[str]) -> str:
-    """One operation row (:attr:`Transfer.rows`) as a JSON line."""
+def _line(row: tuple[Any, ...], templates: list[str], stage: int = 1) -> str:
+    """One operation row (:attr:`Transfer.rows`) of ``stage`` as a JSON line."""
+    end = "}\n" if stage == 1 else f',"stage":{stage}}}\n'
     if len(row) == 8:
         src, dst, index, start, stop, src_start, dst_start, nbytes = row
         line: str = templates[index] % (src, dst, start, stop, src_start, dst_start, nbytes)
-        return line + "}\n"
+        return line + end
     src, dst, index, start, stop, src_start, dst_start, nbytes, (a, z, b, c) = row
     line = templates[index] % (src, dst, start, stop, src_start, dst_start, nbytes)
-    return line + f',"rows":{{"start":{a},"stop":{z},"src_start":{b},"dst_start":{c}}}}}\n'
+    return line + f',"rows":{{"start":{a},"stop":{z},"src_start":{b},"dst_start":{c}}}' + end
 
 
 def _landed(into: RankRefit) -> list[dict[str, Any]]:
@@ -526,6 +548,14 @@ def _text(model: str, src: Topology, dst: str, plan: Transfer) -> str:
             else []
         ),
         f"  bytes moved {_size(s['bytes_total'])}",
+        *(
+            [
+                f"  relay copies {s['relay_ops']:,} operations ({_size(s['relay_bytes'])}) over "
+                "NVLink, after the network stage (stage 2)"
+            ]
+            if "relay_ops" in s
+            else []
+        ),
         f"  most sent by a rank      {_size(s['max_send_bytes'])} (bound "
         f"{_size(s['max_send_bound'])}: {_ratio(s['max_send_bytes'], s['max_send_bound'])})",
         f"  most received by a rank  {_size(s['max_recv_bytes'])} (bound "

@@ -231,6 +231,7 @@ def refit(
     allocation: Allocation | RankMap | None = None,
     src_pipeline_split: PipelineSplit | None = None,
     itemsize: int = 2,
+    relay: bool = False,
 ) -> Refit:
     """The plan that moves ``model``'s weights from Megatron layout ``src`` into ``engine``.
 
@@ -243,6 +244,7 @@ def refit(
         allocation: where ranks run (see ``topology.transfer``).
         src_pipeline_split: ``src``'s pipeline split (see ``topology.transfer``).
         itemsize: bytes per element.
+        relay: with an allocation, the relay step (see ``topology.transfer``).
 
     Returns:
         A :class:`Refit`.
@@ -269,6 +271,7 @@ def refit(
         num_layers=target.model.layers,
         src_pipeline_split=src_pipeline_split,
         target=target,
+        relay=relay,
     )
     return Refit(plan, target.layout, target.model, dst.rank_offset, target)
 

@@ -81,7 +81,11 @@ class TransferOp:
     """One message: ``src`` sends ``dst`` rows ``[start, stop)`` of weight ``param`` along its cut
     dim, found at ``src_start`` of the sender's shard and stored at ``dst_start`` of the
     receiver's (the other dims whole, but dim 0 when ``rows`` is given: a 2-D block under GTP
-    of a weight cut on another dim, ``(start, stop, src_start, dst_start)`` along dim 0)."""
+    of a weight cut on another dim, ``(start, stop, src_start, dst_start)`` along dim 0).
+
+    ``stage`` 2 marks a relay copy (plans made with ``relay=True``): the sender received the
+    slice in stage 1 and sends it from its *destination* shard (``src_start`` and the rows'
+    ``src_start`` are places in that shard); run every stage-1 operation first."""
 
     src: int
     dst: int
@@ -92,6 +96,7 @@ class TransferOp:
     dst_start: int
     nbytes: int
     rows: tuple[int, int, int, int] | None = None
+    stage: int = 1
 
     @property
     def src_slice(self) -> tuple[slice, ...]:
@@ -118,7 +123,8 @@ class TransferOp:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: ranks, the weight's name, the cut dim, the ranges and bytes (and, for a 2-D
-        block, ``rows``: its dim-0 range, keyed as the cut dim's)."""
+        block, ``rows``: its dim-0 range, keyed as the cut dim's; for a relay copy, ``stage``:
+        2)."""
         return {
             "src": self.src,
             "dst": self.dst,
@@ -130,6 +136,7 @@ class TransferOp:
             "dst_start": self.dst_start,
             "bytes": self.nbytes,
             **({} if self.rows is None else {"rows": dict(zip(_ROWS, self.rows, strict=True))}),
+            **({} if self.stage == 1 else {"stage": self.stage}),
         }
 
 
@@ -192,13 +199,25 @@ class Transfer:
 
     @property
     def ops(self) -> tuple[TransferOp, ...]:
-        """Every operation, grouped by weight, then piece (then sender, without an NVLink tier)."""
+        """Every operation, grouped by weight, then piece (then sender, without an NVLink tier);
+        with a relay step, the relay copies (stage 2) after every stage-1 operation."""
         with bulk():
-            return tuple(self._op(row) for block in self.blocks for row in self._rows_of(block))
+            return tuple(
+                self._op(row, block[5].stage)
+                for block in self.blocks
+                for row in self._rows_of(block)
+            )
 
-    def _op(self, row: Row) -> TransferOp:
+    @property
+    def relay(self) -> bool:
+        """Whether the plan was made with a relay step (``transfer(..., relay=True)``: its
+        relay copies, stage-2 operations, if any, come last in :attr:`blocks`)."""
+        return "relay_ops" in self.stats
+
+    def _op(self, row: Row, stage: int = 1) -> TransferOp:
         src, dst, index, *rest = row
-        return TransferOp(src, dst, self.params[index], *rest)
+        op = TransferOp(src, dst, self.params[index], *rest)
+        return op if stage == 1 else attrs.evolve(op, stage=stage)
 
     @functools.cached_property
     def _index(self) -> tuple[dict[int, list[list[int]]], dict[int, list[list[int]]]]:
@@ -229,6 +248,10 @@ class Transfer:
     def rank_rows(self, rank: int, side: int) -> Iterator[Row]:
         """The operations ``rank`` sends (side 0) or receives (side 1) as :attr:`rows`, in plan
         order (made one block at a time: what ``--write-plans`` streams)."""
+        return (row for _, row in self.staged_rank_rows(rank, side))
+
+    def staged_rank_rows(self, rank: int, side: int) -> Iterator[tuple[int, Row]]:
+        """:meth:`rank_rows`, each with its stage (2: a relay copy)."""
         lists = self._index[side].get(rank, ())
         positions = lists[0] if len(lists) == 1 else sorted(itertools.chain(*lists))
         blocks, params, row_bytes = self.blocks, self.params, self._row_bytes
@@ -237,19 +260,20 @@ class Transfer:
             index, lo, hi, src_lo, dst_lo, pattern, rows = block
             per = row_bytes[index] if rows is None else rows_bytes(params[index], rows)
             units = pattern.by_sender[rank] if side == 0 else pattern.received_by(rank)
+            stage = pattern.stage
             if pattern.cuts == 1:
                 senders, need, nbytes = pattern.senders, pattern.need, (hi - lo) * per
                 for u in units:
                     row = (senders[u], need[u], index, lo, hi, src_lo, dst_lo, nbytes)
-                    yield row if rows is None else (*row, rows)
+                    yield stage, row if rows is None else (*row, rows)
             else:
                 for u in units:
-                    yield unit_row(block, per, u)
+                    yield stage, unit_row(block, per, u)
 
     def _of(self, rank: int, side: int) -> tuple[TransferOp, ...]:
         """The operations ``rank`` sends (side 0) or receives (side 1), in plan order."""
         rank = self._rank(rank)
-        return tuple(self._op(row) for row in self.rank_rows(rank, side))
+        return tuple(self._op(row, stage) for stage, row in self.staged_rank_rows(rank, side))
 
     def sends(self, rank: int) -> tuple[TransferOp, ...]:
         """What ``rank`` sends, in plan order (one side of a ``batch_isend_irecv``)."""
@@ -421,6 +445,7 @@ def transfer(
     src_pipeline_split: PipelineSplit | None = None,
     dst_pipeline_split: PipelineSplit | None = None,
     target: Target | None = None,
+    relay: bool = False,
 ) -> Transfer:
     """The plan that moves every weight from layout ``src`` to layout ``dst``.
 
@@ -444,29 +469,45 @@ def transfer(
             (:func:`~topology._transfer.param_placement.layer_chunks`).
         target: where the destination holds each weight when not ``dst``'s layout (an engine's:
             ``topology.refit`` gives it; ``dst`` then only names the destination's ranks).
+        relay: with an allocation, route a piece that several receivers of one NVLink domain
+            (a host) need, and that no rank of the domain holds, to one of them over the
+            network, then on to the others over NVLink (stage-2 operations, see
+            :mod:`topology._transfer.relay`): each piece enters a domain's NICs once. Default
+            False (every receiver gets its pieces from a holder).
 
     Returns:
         A :class:`Transfer`.
 
     Raises:
         TopologyError: bad arguments, layouts spanning more than :data:`MAX_TRANSFER_RANKS`
-            ranks, or a weight neither layout can shard (see :func:`param_placement`).
+            ranks, a weight neither layout can shard (see :func:`param_placement`), or
+            ``relay`` without an allocation.
 
-    >>> from topology import Topology
+    >>> from topology import Allocation, Host, Topology
     >>> w = [Param("w", (8, 8), sharding="column", layer=0)]
     >>> plan = transfer(Topology(2, tp=2), Topology(2, tp=1, dp=2, rank_offset=2), w)
     >>> [(op.src, op.dst, op.start, op.stop) for op in plan.ops]
     [(0, 2, 0, 4), (0, 3, 0, 4), (1, 2, 4, 8), (1, 3, 4, 8)]
     >>> plan.stats["max_send_bytes"], plan.stats["max_send_bound"]
     (128, 128)
+    >>> hosts = Allocation([Host("a", 2), Host("b", 2)])
+    >>> plan = transfer(Topology(2, tp=2), Topology(2, tp=1, dp=2, rank_offset=2), w,
+    ...                 allocation=hosts, relay=True)
+    >>> [(op.src, op.dst, op.start, op.stop, op.stage) for op in plan.ops]
+    [(0, 2, 0, 4, 1), (1, 3, 4, 8, 1), (2, 3, 0, 4, 2), (3, 2, 4, 8, 2)]
     """
     given = plan_inputs(
         src, dst, params, allocation, num_layers, (src_pipeline_split, dst_pipeline_split)
     )
-    planner = Planner(src, dst, given.rank_map, splits=given.splits, target=target)
+    if relay is not False and (relay is not True or given.rank_map is None):
+        raise TopologyError(
+            f"relay must be True or False, and True needs an allocation, got {show(relay)} "
+            f"with allocation {show(allocation)}; give allocation=... or relay=False"
+        )
+    planner = Planner(src, dst, given.rank_map, splits=given.splits, target=target, relay=relay)
     for index, param in enumerate(given.params):
         planner.weight(index, param, given.num_layers)
-    blocks, stats = tuple(planner.blocks), planner.stats()
+    blocks, stats = planner.all_blocks(), planner.stats()
     return Transfer(src, dst, given.params, given.num_layers, blocks, stats, *given.splits, target)
 
 

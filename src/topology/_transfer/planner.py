@@ -41,6 +41,7 @@ from .param_placement import (
     piece_ranks,
 )
 from .params import Param
+from .relay import Relay
 
 __all__ = [
     "Block",
@@ -80,6 +81,9 @@ class Pattern:
     senders: tuple[int, ...]
     need: tuple[int, ...]
     cuts: int
+    stage: int = 1
+    """1: a sender sends from its source shard; 2 (a relay copy): a sender sends from its
+    destination shard what it received in stage 1 (see :mod:`topology._transfer.relay`)."""
 
     def units(self) -> Iterator[tuple[int, int, int]]:
         """``(sender, receiver, sub-piece)`` of each unit, in order."""
@@ -216,6 +220,7 @@ class Planner:
         rank_map: RankMap | None,
         splits: tuple[PipelineSplit | None, PipelineSplit | None] = (None, None),
         target: Target | None = None,
+        relay: bool = False,
     ) -> None:
         self.src, self.dst = src, dst
         self.splits = splits
@@ -238,6 +243,17 @@ class Planner:
         self.ops = 0
         self._keys: dict[int, tuple[PlacementKeys, PlacementKeys | None]] = {}
         """Per model depth: each side's :class:`PlacementKeys`."""
+        self.relay = (
+            Relay(self.labels[level if level is not None else 0])
+            if relay and rank_map is not None
+            else None
+        )
+        """Who relays (None: every receiver gets its pieces over the network)."""
+        self.relay_blocks: list[Block] = []
+        """The relay copies (stage 2), one block per relayed piece."""
+        self.relay_patterns: dict[tuple[tuple[int, ...], tuple[int, ...]], list[Any]] = {}
+        """Per (relays, their receivers): the stage-2 pattern and its bytes, over blocks."""
+        self.relay_ops = 0
 
     def weight(self, index: int, param: Param, num_layers: int) -> None:
         """Plan every piece of one weight."""
@@ -301,6 +317,8 @@ class Planner:
         """Plan one piece of one weight: pick (or make) its pattern and count its bytes
         (``row_bytes``: per index of the cut dim, of this piece's rows)."""
         lo, hi = where[1], where[2]
+        if self.relay is not None:
+            pair = self._relayed(where, row_bytes, pair, rows)
         h, need = self.pair_list[pair]
         self.needed[h] += (hi - lo) * row_bytes * len(need)
         n = len(self.holder_list[h])
@@ -308,6 +326,32 @@ class Planner:
         first = self.rotation[h]
         self.rotation[h] = (first + len(need) * cuts % n) % n
         self.keep(where, row_bytes, pair, cuts, first, rows)
+
+    def _relayed(
+        self, where: tuple[int, int, int, int, int], row_bytes: int, pair: int, rows: Rows | None
+    ) -> int:
+        """With a relay step: keep the relay copies of one piece (stage 2) and return the pair
+        its network stage serves (the receivers less those a relay serves)."""
+        assert self.relay is not None
+        h, need = self.pair_list[pair]
+        nbytes = (where[2] - where[1]) * row_bytes
+        kept, copies = self.relay.route(pair, self.holder_list[h], need, nbytes)
+        if not copies:
+            return pair
+        senders = tuple(s for s, _ in copies)
+        others = tuple(r for _, r in copies)
+        found = self.relay_patterns.get((senders, others))
+        if found is None:
+            found = self.relay_patterns[senders, others] = [
+                Pattern(senders, others, 1, stage=2),
+                0,
+            ]
+        found[1] += nbytes
+        at = where[4]  # a relay sends from its destination shard
+        copied = None if rows is None else (rows[0], rows[1], rows[3], rows[3])
+        self.relay_blocks.append((where[0], where[1], where[2], at, at, found[0], copied))
+        self.relay_ops += len(senders)
+        return self._pair(self.holder_list[h], kept)
 
     def keep(
         self,
@@ -383,23 +427,41 @@ class Planner:
             chosen[u] = i
         return chosen
 
+    def all_blocks(self) -> tuple[Block, ...]:
+        """The plan's blocks: the network stage's, then the relay copies' (stage 2)."""
+        return (*self.blocks, *self.relay_blocks)
+
     def stats(self) -> dict[str, Any]:
-        """Totals, per-rank maxima, their lower bounds and bytes per tier (see the module)."""
+        """Totals, per-rank maxima, their lower bounds and bytes per tier (see the module; with
+        a relay step, the bounds are those of the network stage, its sends and peers, which
+        the relay copies only add to)."""
         holders = self.holder_list
         messages = (
             (s, r, weights[k])
             for pattern, weights in self.patterns.values()
             for s, r, k in pattern.units()
         )
-        return tally(
+        pairs = self.pair_list
+        if self.relay is not None:  # the pairs the network stage serves, in order
+            used = {pair for pair, _, _ in self.patterns}
+            pairs = [key for pair, key in enumerate(pairs) if pair in used]
+        found = tally(
             self.src,
             self.names,
             self.labels,
             messages,
             ops=self.ops,
             needed=zip(holders, self.needed, strict=True),
-            demands=[(holders[h], need) for h, need in self.pair_list],
+            demands=[(holders[h], need) for h, need in pairs],
+            relayed=None if self.relay is None else (self._relay_messages(), self.relay_ops),
         )
+        return found
+
+    def _relay_messages(self) -> Iterator[tuple[int, int, int]]:
+        """``(relay, receiver, bytes)`` of every relay copy, summed over blocks."""
+        for pattern, nbytes in self.relay_patterns.values():
+            for s, r in zip(pattern.senders, pattern.need, strict=True):
+                yield s, r, nbytes
 
 
 def tally(
@@ -411,29 +473,39 @@ def tally(
     ops: int,
     needed: Iterable[tuple[tuple[int, ...], int]],
     demands: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
+    relayed: tuple[Iterable[tuple[int, int, int]], int] | None = None,
 ) -> dict[str, Any]:
     """A plan's statistics from its ``(sender, receiver, bytes)`` messages: totals, per-rank
     maxima and their lower bounds (``needed``: bytes per holder set; ``demands``: (holders,
-    receivers lacking them) pairs), and bytes per tier of ``labels`` (:func:`levels`)."""
+    receivers lacking them) pairs), and bytes per tier of ``labels`` (:func:`levels`).
+    ``relayed``: the relay copies' messages and their count (stage 2; None: no relay step),
+    counted in every total and maximum, and as ``relay_ops`` and ``relay_bytes``; the bounds
+    are the network stage's."""
     sent: dict[int, int] = defaultdict(int)
     got: dict[int, int] = defaultdict(int)
     send_peers: dict[int, set[int]] = defaultdict(set)
     recv_peers: dict[int, set[int]] = defaultdict(set)
     by_tier = [0] * len(names)
-    for s, r, nbytes in messages:
-        sent[s] += nbytes
-        got[r] += nbytes
-        send_peers[s].add(r)
-        recv_peers[r].add(s)
-        if labels:
-            by_tier[tier_of(s, r, labels)] += nbytes
+    network = 0
+    for stage, found in enumerate((messages, () if relayed is None else relayed[0])):
+        for s, r, nbytes in found:
+            sent[s] += nbytes
+            got[r] += nbytes
+            send_peers[s].add(r)
+            recv_peers[r].add(s)
+            if labels:
+                by_tier[tier_of(s, r, labels)] += nbytes
+        if stage == 0:
+            network = sum(sent.values())
     total = sum(sent.values())
     send_peer_bound, recv_peer_bound = peer_bounds(demands)
+    relay_ops = 0 if relayed is None else relayed[1]
+    extra = {} if relayed is None else {"relay_ops": relay_ops, "relay_bytes": total - network}
     return {
         "bytes_total": total,
-        "ops": ops,
+        "ops": ops + relay_ops,
         "max_send_bytes": max(sent.values(), default=0),
-        "max_send_bound": send_bound(src, total, needed),
+        "max_send_bound": send_bound(src, network, needed),
         "max_recv_bytes": max(got.values(), default=0),
         "max_recv_bound": max(got.values(), default=0),
         "max_send_peers": max((len(p) for p in send_peers.values()), default=0),
@@ -443,4 +515,5 @@ def tally(
         "senders": len(sent),
         "receivers": len(got),
         "bytes_by_tier": dict(zip(names, by_tier, strict=True)),
+        **extra,
     }

@@ -12,7 +12,13 @@ full duplex; latency is left out (a refit moves gigabytes).
 
 Algorithm (predicted time): each resource's load is the bytes the plan's messages put through
 it, and ``seconds = max(load / bandwidth)`` over every domain's NICs in and out and every GPU's
-NVLink in and out: all messages run at once and the busiest resource finishes last.
+NVLink in and out: all messages run at once and the busiest resource finishes last. A plan with
+a relay step (``transfer(..., relay=True)``) runs in two stages, one after the other (a relay
+copies only what it holds, and the model does not pipeline a piece's receipt with its copy
+on): ``seconds = stage 1 + stage 2``, each stage's time the formula above over its own
+messages (stage 2, the relay copies, stays inside domains: NVLink only). Summing is safe (never
+below what overlapping them would take) and costs little: the relay copies are the few weights
+every GPU of a host holds whole, over NVLink, 9x the NICs' bandwidth per GPU.
 
 Algorithm (lower bound, for *any* plan, relays included): a plan must give every receiver
 each piece it lacks. For a piece of ``b`` bytes held by the ranks ``H`` (domains ``D(H)``) and
@@ -29,8 +35,11 @@ lacked by receivers in domains ``N``:
   (``R_E`` receivers in ``E``).
 
 ``bound`` is the largest of these. The plan meets each: its bytes into ``E``'s NICs are at least
-``in(E)`` (it never relays), the NIC loads of the domains of ``U`` add up to at least ``out(U)``
-and ``max(x_i / c_i) >= sum(x) / sum(c)``; so ``seconds >= bound`` always.
+``in(E)`` (a relay receives the piece through them once, copies follow), the NIC loads of the
+domains of ``U`` add up to at least ``out(U)`` and ``max(x_i / c_i) >= sum(x) / sum(c)``; a
+receiver gets at most ``nvlink`` bytes/s over its NVLink in each stage, so the receipts of ``E``
+take at least ``L_E / (G_E * nic + R_E * nvlink)`` in the two stages together; so
+``seconds >= bound`` always.
 
 >>> from topology import Allocation, Host, Param, Topology, transfer
 >>> w = [Param("w", (8, 1000), sharding="column", layer=0)]
@@ -76,6 +85,9 @@ class TransferTime:
     """NIC bytes/s per GPU, each way."""
     nvlink_bandwidth: float
     """NVLink bytes/s per GPU, each way."""
+    relay: float | None = None
+    """The seconds of the relay copies (stage 2, included in ``seconds``); None: the plan has
+    no relay step."""
 
     @property
     def ratio(self) -> float:
@@ -92,6 +104,7 @@ class TransferTime:
             "bound_by": self.bound_by,
             "nic_bandwidth_per_gpu": self.nic_bandwidth,
             "nvlink_bandwidth_per_gpu": self.nvlink_bandwidth,
+            **({} if self.relay is None else {"relay_seconds": self.relay}),
         }
 
 
@@ -136,13 +149,17 @@ def _domains(rank_map: RankMap, nvlink: float) -> _Domains:
     return _Domains([per_host[node] for node in rank_map.nodes], names, gpus, nvlink)
 
 
-def _loads(
-    plan: Transfer, domain: Sequence[int]
-) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-    """The plan's bytes through each domain's NICs (``("out"|"in", domain)``) and each GPU's
-    NVLink (``("out"|"in", rank)``)."""
+_Loads = tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]
+"""The bytes through each domain's NICs (``("out"|"in", domain)``) and each GPU's NVLink
+(``("out"|"in", rank)``)."""
+
+
+def _loads(plan: Transfer, domain: Sequence[int], stage: int) -> _Loads:
+    """The bytes the plan's operations of ``stage`` put through each resource."""
     per_pattern: dict[int, tuple[Pattern, list[int]]] = {}
     for block in plan.blocks:
+        if block[5].stage != stage:
+            continue
         _, lo, hi, _, _, pattern, _ = block
         row_bytes = block_bytes(block, plan.params[block[0]])
         entry = per_pattern.setdefault(id(pattern), (pattern, [0] * pattern.cuts))
@@ -287,7 +304,20 @@ def transfer_time(
             "allocation must be an Allocation or a RankMap, got None; time needs the hosts"
         )
     domains = _domains(rank_map, nvlink)
-    nic_loads, nvlink_loads = _loads(plan, domains.of)
+    seconds, busiest = _busiest(_loads(plan, domains.of, 1), domains, nic)
+    relay = None
+    if plan.relay:
+        relay, copying = _busiest(_loads(plan, domains.of, 2), domains, nic)
+        if relay:
+            seconds += relay
+            busiest += f", then {copying} (relay copies, {relay:.3g} s)"
+    bound, bound_by = _bound(plan, domains, nic)
+    return TransferTime(seconds, bound, busiest, bound_by, nic, domains.nvlink, relay)
+
+
+def _busiest(found: _Loads, domains: _Domains, nic: float) -> tuple[float, str]:
+    """The seconds of the busiest resource under ``found`` and its name."""
+    nic_loads, nvlink_loads = found
     loads = [(0.0, "nothing to move")]
     for (way, d), nbytes in nic_loads.items():
         where = "into" if way == "in" else "out of"
@@ -295,6 +325,4 @@ def transfer_time(
     for (way, r), nbytes in nvlink_loads.items():
         where = "into" if way == "in" else "out of"
         loads.append((nbytes / domains.nvlink, f"NVLink {where} rank {r}"))
-    seconds, busiest = max(loads, key=lambda c: c[0])
-    bound, bound_by = _bound(plan, domains, nic)
-    return TransferTime(seconds, bound, busiest, bound_by, nic, domains.nvlink)
+    return max(loads, key=lambda c: c[0])

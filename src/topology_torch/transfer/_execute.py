@@ -4,7 +4,8 @@
 Each rank sends the slices of its source shards the plan gives it, receives the slices of its
 destination shards, and copies what it already holds (colocated layouts); nothing is gathered
 whole. SPMD contract: call on every rank of the plan (both layouts), with the same plan, in the
-same order as any other collective.
+same order as any other collective. A relay plan (``transfer(..., relay=True)``) runs stage by
+stage: a relay copies on (stage 2) what it has received in stage 1.
 
 >>> from topology import Param, Topology, transfer
 >>> plan = transfer(Topology(1), Topology(1), [Param("w", (2, 2))])
@@ -64,18 +65,25 @@ def execute(
     for op in plan.held(rank):
         own = tensor(src, op.param.name, "src")[op.src_slice]
         tensor(dst, op.param.name, "dst")[op.dst_slice].copy_(own)
-    p2p, landing = [], []
-    for op in plan.sends(rank):
-        piece = tensor(src, op.param.name, "src")[op.src_slice].contiguous()
-        p2p.append(dist.P2POp(dist.isend, piece, op.dst, group))
-    for op in plan.recvs(rank):
-        target = tensor(dst, op.param.name, "dst")[op.dst_slice]
-        buffer = torch.empty_like(target, memory_format=torch.contiguous_format)
-        p2p.append(dist.P2POp(dist.irecv, buffer, op.src, group))
-        landing.append((target, buffer))
-    if p2p:
-        for request in dist.batch_isend_irecv(p2p):
-            request.wait()
-    for target, buffer in landing:
-        target.copy_(buffer)
-    return len(p2p)
+    sends, recvs, count = plan.sends(rank), plan.recvs(rank), 0
+    for stage in sorted({op.stage for op in sends + recvs}):
+        # stage 2 (a relay plan's copies) sends from dst what stage 1 has landed there
+        sent_from, side = (src, "src") if stage == 1 else (dst, "dst")
+        p2p, landing = [], []
+        for op in sends:
+            if op.stage == stage:
+                piece = tensor(sent_from, op.param.name, side)[op.src_slice].contiguous()
+                p2p.append(dist.P2POp(dist.isend, piece, op.dst, group))
+        for op in recvs:
+            if op.stage == stage:
+                target = tensor(dst, op.param.name, "dst")[op.dst_slice]
+                buffer = torch.empty_like(target, memory_format=torch.contiguous_format)
+                p2p.append(dist.P2POp(dist.irecv, buffer, op.src, group))
+                landing.append((target, buffer))
+        if p2p:
+            for request in dist.batch_isend_irecv(p2p):
+                request.wait()
+        for target, buffer in landing:
+            target.copy_(buffer)
+        count += len(p2p)
+    return count
