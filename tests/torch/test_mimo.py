@@ -155,6 +155,38 @@ def test_calls_per_rank_stay_small_at_16384_ranks(rank_of_16384: None) -> None:
     topo.destroy()
 
 
+def test_a_module_mesh_holds_its_groups_and_names_what_it_refuses() -> None:
+    """HeteroTopology.device_mesh: the module's groups, no new one; bad asks are named."""
+    import torch.distributed.distributed_c10d as c10d
+
+    specs = [
+        ModuleGridSpec("vision", 4, tp=2, gtp_remat=2),
+        ModuleGridSpec("language", 4, tp=2, rank_offset=4),
+    ]
+    with fake_world(8, 1):
+        topo = create_topology(specs)
+        made = len(c10d._world.pg_map)
+        mesh = topo.device_mesh("vision", "gtp", "tp")
+        assert mesh.mesh.tolist() == [[0, 1], [2, 3]]
+        assert mesh.get_group("tp") is topo.module_pgs["vision"].tp
+        assert mesh.get_group("gtp") is topo.module_pgs["vision"].gtp_remat
+        assert len(c10d._world.pg_map) == made
+        with pytest.raises(
+            TopologyError, match=r"^unknown module 'audio'; modules: vision, language$"
+        ):
+            topo.device_mesh("audio", "tp")
+        with pytest.raises(
+            TopologyError,
+            match=r"^rank 1 does not serve module 'language'; ask one of its ranks 4 to 7$",
+        ):
+            topo.device_mesh("language", "tp")
+        with pytest.raises(
+            TopologyError, match=r"^create_topology made no 'gtp-dp' group; mesh dims: "
+        ):
+            topo.device_mesh("vision", "gtp-dp")
+        topo.destroy()
+
+
 # -- a real gloo world -----------------------------------------------------------------------
 
 

@@ -36,9 +36,11 @@ from typing import Any
 
 import attrs
 import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh
 
 from topology import Module, Modules, Topology, TopologyError, mimo_layout
 
+from ... import _mesh
 from ..._agreement import Proposal, agree, arrival_deadline, barrier, fingerprint
 from ..._args import check_index, check_size
 from ..._creation import Registry, resolve_strategy
@@ -211,6 +213,37 @@ class HeteroTopology:
     calls: int = 0
     """How many ``new_group`` / ``split_group`` calls this rank made."""
     _registry: Registry | None = None
+    _held: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    """``{module: {our kind: this rank's group}}`` of the modules this rank serves."""
+
+    def device_mesh(self, module: str, *dims: str, device_type: str | None = None) -> DeviceMesh:
+        """A torch ``DeviceMesh`` over ``dims`` (our kinds, outermost first) of ``module``'s
+        grid through this rank, whose dimension groups are the groups made here (no new group).
+
+        The mesh is :meth:`topology_torch.ProcessGroups.device_mesh`'s for the module's layout
+        (:attr:`topology.Module.layout`, global ranks): every rank of one mesh holds the same
+        mesh tensor, dim names and communicators.
+
+        >>> topo.device_mesh("language", "edp", "ep", "etp")  # doctest: +SKIP
+
+        Raises:
+            TopologyError: an unknown module, a rank that does not serve it, or dims
+                :meth:`topology_torch.ProcessGroups.device_mesh` refuses.
+        """
+        names = [m.name for m in self.modules.modules]
+        if module not in names:
+            raise TopologyError(f"unknown module {module!r}; modules: {', '.join(names)}")
+        placed = self.modules.modules[names.index(module)]
+        held = self._held.get(module)
+        if held is None:
+            span = placed.span
+            raise TopologyError(
+                f"rank {dist.get_rank()} does not serve module {module!r}; ask one of its ranks "
+                f"{span.start} to {span.stop - 1}"
+            )
+        layout = placed.layout
+        assert isinstance(layout, Topology)  # modules_of places Topology layouts
+        return _mesh.device_mesh(_ModuleGroups(layout, dist.get_rank(), held), dims, device_type)
 
     def destroy(self) -> None:
         """Destroy every process group made for this topology (each communicator once).
@@ -219,6 +252,7 @@ class HeteroTopology:
         """
         for grid in self.grids.values():
             grid.destroy()  # forgets the attached groups; they are the registry's
+        self._held.clear()
         if self._registry is not None:
             for group in reversed(self._registry.owned):
                 if group in dist.distributed_c10d._world.pg_map:
@@ -226,6 +260,25 @@ class HeteroTopology:
             self._registry.owned.clear()
             self._registry.groups.clear()
             self._registry = None
+
+
+@attrs.frozen
+class _ModuleGroups:
+    """One module's groups through this rank, as :func:`topology_torch._mesh.device_mesh` reads
+    them (its ``Groups``)."""
+
+    topology: Topology
+    global_rank: int
+    held: dict[str, Any]
+
+    def group(self, kind: str) -> Any:
+        """This rank's group of ``kind`` (a Megatron name works), made by create_topology."""
+        name = self.topology.kind(kind).name
+        if name not in self.held:
+            raise TopologyError(
+                f"create_topology made no {kind!r} group; mesh dims: {', '.join(self.held)}"
+            )
+        return self.held[name]
 
 
 _created = 0  # create_topology calls in this process (names the store space of each)
@@ -384,6 +437,7 @@ def _assemble(
     needed = _needed(modules, hot)
     grids: dict[str, HyperCommGrid] = {}
     module_pgs: dict[str, Any] = {}
+    held: dict[str, dict[str, Any]] = {}
     for spec, module in zip(specs, modules.modules, strict=True):
         layout = module.layout
         assert isinstance(layout, Topology)
@@ -396,6 +450,8 @@ def _assemble(
                 module, ours, rank, made, needed.get((module.name, ours or ""), False)
             )
             attach_group(grid, list(dims), view, value)
+            if value is not None and ours not in (None, SPAN):
+                held.setdefault(module.name, {})[ours] = value
             for field in fields:
                 setattr(pgc, field, value)
         for field, kind in EMBEDDINGS:
@@ -407,7 +463,7 @@ def _assemble(
     served = {name: module_pgs[name] for name in modules.serves(rank)}
     language = LANGUAGE if LANGUAGE in served else None
     schedule_pgs = multi(module_pgs=served, language_model_module_name=language)
-    return HeteroTopology(grids, module_pgs, schedule_pgs, modules, registry.calls, registry)
+    return HeteroTopology(grids, module_pgs, schedule_pgs, modules, registry.calls, registry, held)
 
 
 def _base_shape(spec: ModuleGridSpec) -> list[int]:
