@@ -1,7 +1,13 @@
 """Meshes identical on every rank: every ``device_mesh`` / ``world_mesh`` (dense kinds, the expert
 ep x etp x edp grid, GTP, torchtitan's world mesh, MIMO modules) is the same on every rank that
 holds it (mesh tensor, dim names, each dim's communicator by name), equals what the core's public
-API says, and is built from our groups without one new group; one 8-rank gloo world."""
+API says, and is built from our groups without one new group; and a DCP checkpoint saved under
+our world mesh loads under torchtitan's meshes and back. :func:`check_identity` runs in the 8-rank
+gloo world of ``test_device_mesh.py`` (one world for both files).
+
+torchtitan is not installed here (nor added: no new dependency), so its meshes are built as its
+``ParallelDims.build_mesh`` builds them, with torch's own ``DeviceMesh`` API: see
+:func:`_titan_meshes`."""
 
 from __future__ import annotations
 
@@ -9,7 +15,6 @@ import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,7 +25,6 @@ import torch.distributed.distributed_c10d as c10d
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import Placement, Replicate, Shard, distribute_tensor
 
-from tests.torch.world import run_world
 from topology import Topology
 from topology_torch import ProcessGroups
 from topology_torch._world_mesh import sliced
@@ -310,7 +314,11 @@ def _round_trip(rank: int, folder: str) -> None:
     groups.destroy()
 
 
-def _identity(rank: int, world_size: int, folder: str) -> None:
+def check_identity(rank: int, world_size: int, folder: str) -> None:
+    """Every mesh of several layouts agrees on every rank and with the core and makes no group;
+    a DCP checkpoint crosses between our world mesh and torchtitan's meshes (``folder`` is
+    shared by the ranks). Run in ``test_device_mesh.py``'s world: a gloo world of 8 costs
+    seconds to start."""
     mine: dict[str, Description | None] = {}
     dense = [("pp", "dp", "tp"), ("dp", "tp"), ("pp", "tp-dp"), ("tp-pp", "dp")]
     mine |= _layout_meshes(rank, Topology(world_size, tp=2, pp=2), dense)
@@ -327,10 +335,3 @@ def _identity(rank: int, world_size: int, folder: str) -> None:
     for key in sorted(keys):
         _same_everywhere(key, [{key: seen.get(key)} for seen in everyone])
     _round_trip(rank, folder)
-
-
-def test_every_mesh_is_the_same_on_every_rank_and_a_checkpoint_crosses(tmp_path: Path) -> None:
-    """Mesh tensor, dim names and dim communicators agree on every rank and with the core, no
-    mesh makes a group; a DCP checkpoint saved under our world mesh loads under torchtitan's
-    meshes and back (one world for both: a gloo world costs seconds to start)."""
-    run_world(8, _identity, str(tmp_path))
