@@ -31,14 +31,14 @@ with equal arguments, in the same order.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
-from topology import Module, Modules, Topology, TopologyError, mimo_layout
+from topology import AxisGroups, Grid, Module, Modules, Topology, TopologyError, mimo_layout
 
 from ... import _mesh
 from ..._agreement import Proposal, agree, arrival_deadline, barrier, fingerprint
@@ -306,11 +306,7 @@ def create_topology(
     problem: TopologyError | None = None
     try:
         modules = modules_of(specs)
-        if modules.world_size != dist.get_world_size():
-            raise TopologyError(
-                f"module grids must partition the world [0, {dist.get_world_size()}) with no "
-                f"gaps, but they cover [0, {modules.world_size}); size the modules to the world"
-            )
+        _fill_world(modules)
         hot = tuple(high_priority_stream_groups or ())
         facts = {"specs": repr(list(specs)), "high priority": repr(hot)}
     except TopologyError as error:
@@ -350,8 +346,63 @@ def _needed(modules: Modules, hot: tuple[str, ...]) -> dict[tuple[str, str], boo
     return needed
 
 
+def _fill_world(modules: Modules) -> None:
+    """``TopologyError`` unless the modules (valid: sharing one span or tiling theirs) cover the
+    whole default group."""
+    if modules.world_size != dist.get_world_size():
+        raise TopologyError(
+            f"module grids must partition the world [0, {dist.get_world_size()}) with no "
+            f"gaps, but they cover [0, {modules.world_size}); size the modules to the world"
+        )
+
+
+def _validate_grid_layout(grids: Mapping[str, Any]) -> None:
+    """Megatron's example helper, under its name: ``TopologyError`` (a ``ValueError``, as
+    Megatron raises) unless the grids all share one span or are disjoint and partition the world.
+
+    Each grid counts only by its span (``rank_offset``, ``size``: ours or Megatron's
+    ``HyperCommGrid``); the rule is :class:`topology.Modules`' (one span, or spans tiling
+    ``[0, world_size)``) and the default group's size. Megatron also cross-checks its
+    ``RankRole``, which decides colocation by the same spans.
+
+    Raises:
+        TopologyError: spans that overlap without being equal, leave a gap, or do not reach the
+            end of the world.
+    """
+    try:
+        modules = Modules(
+            [
+                Module(name, AxisGroups(Grid.from_sizes(ranks=grid.size)), grid.rank_offset)
+                for name, grid in grids.items()
+            ]
+        )
+    except TopologyError as error:
+        spans = {
+            name: (grid.rank_offset, grid.rank_offset + grid.size) for name, grid in grids.items()
+        }
+        raise TopologyError(
+            f"module grids {spans} must share one span or partition the world "
+            f"[0, {dist.get_world_size()}) with no gaps: {error}"
+        ) from error
+    _fill_world(modules)
+
+
+def _get_pg_options(group_name: str, high_priority_stream_groups: Sequence[str] | None) -> Any:
+    """Megatron's example helper, under its name: high-priority NCCL options for the pg name
+    ``group_name`` (``"tp"``, ``"dp_cp"``, ...) when it is in ``high_priority_stream_groups``,
+    else None.
+
+    >>> _get_pg_options("tp", None) is None
+    True
+    """
+    if group_name not in (high_priority_stream_groups or ()):
+        return None
+    return dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
+
+
 def _options(hot: tuple[str, ...]) -> Any:
-    return dist.ProcessGroupNCCL.Options(is_high_priority_stream=True) if hot else None
+    """The options of the high-priority communicators (those of any name in ``hot``)."""
+    return _get_pg_options(hot[0], hot) if hot else None
 
 
 def _create(modules: Modules, hot: tuple[str, ...], registry: Registry) -> dict[Any, Any]:
