@@ -223,35 +223,41 @@ def _world_meshes(rank: int) -> dict[str, Description | None]:
 
 
 def _mimo_meshes(rank: int) -> dict[str, Description | None]:
-    """Each MIMO module's meshes on the ranks that serve it (None elsewhere)."""
+    """Each MIMO module's meshes on the ranks that serve it (None elsewhere): two disjoint
+    modules (one with GTP), then two colocated ones."""
     # the stand-in collections: no megatron-core import (seconds) in each of the 8 processes
     mimo._collection_classes = lambda: (mimo.ModuleProcessGroups, mimo.MultiModuleProcessGroups)
-    specs = [
-        ModuleGridSpec("vision", 4, tp=2),
-        ModuleGridSpec("language", 4, tp=2, ep=2, rank_offset=4),
-    ]
-    hetero = create_topology(specs)
+    layouts = {
+        "disjoint": [
+            ModuleGridSpec("vision", 4, tp=2, gtp_remat=2),
+            ModuleGridSpec("language", 4, tp=2, ep=2, rank_offset=4),
+        ],
+        "colocated": [
+            ModuleGridSpec("language", 8, tp=2, pp=2, ep=2, expt_tp=2),
+            ModuleGridSpec("vision", 8, pp=2, ep=4),
+        ],
+    }
     seen: dict[str, Description | None] = {}
-    for module in hetero.modules.modules:
-        layout = module.layout
-        assert isinstance(layout, Topology)
-        wanted = [(k,) for k in _axis_kinds(layout)] + [
-            ("pp", "dp", "tp"),
-            ("pp", "edp", "ep", "etp"),
-        ]
-        for dims in wanted:
-            key = f"mimo {module.name} {dims}"
-            if rank not in module.span:
-                seen[key] = None
-                continue
-            with _no_new_group():
-                mesh = hetero.device_mesh(module.name, *dims, device_type="cpu")
-            assert mesh.mesh.tolist() == _core_mesh(layout, rank, dims), (module.name, dims)
-            for i, kind in enumerate(dims):
-                ranks = tuple(dist.get_process_group_ranks(mesh.get_group(i)))
-                assert ranks == layout.group_of(rank, kind), (module.name, kind)
-            seen[key] = _describe(mesh)
-    hetero.destroy()
+    for label, specs in layouts.items():
+        hetero = create_topology(specs)
+        for module in hetero.modules.modules:
+            layout = module.layout
+            assert isinstance(layout, Topology)
+            wanted = [(k,) for k in _axis_kinds(layout) if k != "gtp-dp"]  # MIMO has no gtp-dp
+            wanted += [_grid_dims(layout, False), ("pp", "edp", "ep", "etp")]
+            for dims in wanted:
+                key = f"mimo {label} {module.name} {dims}"
+                if rank not in module.span:
+                    seen[key] = None
+                    continue
+                with _no_new_group():
+                    mesh = hetero.device_mesh(module.name, *dims, device_type="cpu")
+                assert mesh.mesh.tolist() == _core_mesh(layout, rank, dims), (module.name, dims)
+                for i, kind in enumerate(dims):
+                    ranks = tuple(dist.get_process_group_ranks(mesh.get_group(i)))
+                    assert ranks == layout.group_of(rank, kind), (module.name, kind)
+                seen[key] = _describe(mesh)
+        hetero.destroy()
     return seen
 
 
