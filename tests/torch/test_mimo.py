@@ -172,7 +172,7 @@ def test_a_module_mesh_holds_its_groups_and_names_what_it_refuses() -> None:
         assert mesh.get_group("gtp") is topo.module_pgs["vision"].gtp_remat
         assert len(c10d._world.pg_map) == made
         with pytest.raises(
-            TopologyError, match=r"^unknown module 'audio'; modules: vision, language$"
+            TopologyError, match=r"^no module is called 'audio'; the modules are vision, language$"
         ):
             topo.device_mesh("audio", "tp")
         with pytest.raises(
@@ -181,7 +181,9 @@ def test_a_module_mesh_holds_its_groups_and_names_what_it_refuses() -> None:
         ):
             topo.device_mesh("language", "tp")
         with pytest.raises(
-            TopologyError, match=r"^create_topology made no 'gtp-dp' group; mesh dims: "
+            TopologyError,
+            match=r"^create_topology made no 'gtp-dp' group \(MIMO has no such family\); use "
+            r"one of tp, gtp, cp, pp, dp, dp-cp, ",
         ):
             topo.device_mesh("vision", "gtp-dp")
         topo.destroy()

@@ -230,10 +230,7 @@ class HeteroTopology:
             TopologyError: an unknown module, a rank that does not serve it, or dims
                 :meth:`topology_torch.ProcessGroups.device_mesh` refuses.
         """
-        names = [m.name for m in self.modules.modules]
-        if module not in names:
-            raise TopologyError(f"unknown module {module!r}; modules: {', '.join(names)}")
-        placed = self.modules.modules[names.index(module)]
+        placed = self.modules.module(module)
         held = self._held.get(module)
         if held is None:
             span = placed.span
@@ -276,7 +273,8 @@ class _ModuleGroups:
         name = self.topology.kind(kind).name
         if name not in self.held:
             raise TopologyError(
-                f"create_topology made no {kind!r} group; mesh dims: {', '.join(self.held)}"
+                f"create_topology made no {kind!r} group (MIMO has no such family); use one of "
+                f"{', '.join(self.held)}"
             )
         return self.held[name]
 
