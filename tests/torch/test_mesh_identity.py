@@ -28,8 +28,10 @@ from torch.distributed.tensor import Placement, Replicate, Shard, distribute_ten
 from topology import Topology
 from topology_torch import ProcessGroups
 from topology_torch._world_mesh import sliced
+from topology_torch.compat import torchtitan
 from topology_torch.compat.megatron import mimo
 from topology_torch.compat.megatron.mimo import ModuleGridSpec, create_topology
+from topology_torch.compat.torchtitan import ParallelDims
 
 Description = dict[str, Any]
 DIMS = ("pp", "dp-replicate", "dp-shard", "cp", "tp")
@@ -222,6 +224,49 @@ def _world_meshes(rank: int) -> dict[str, Description | None]:
     return seen
 
 
+TITAN_KINDS = {
+    "pp": "pp",
+    "batch": "dp",
+    "loss": "dp-cp",
+    "dp_replicate": "dp-replicate",
+    "dp_shard": "dp-shard",
+    "fsdp": "intra-dp-cp",
+    "dp": "dp",
+    "cp": "cp",
+    "tp": "tp",
+    "ep": "ep",
+    "efsdp": "intra-edp",
+}
+"""The core's kind of each of torchtitan's 1-D mesh names (compat.torchtitan's module docstring)."""
+
+
+def _titan_facade_meshes(rank: int) -> dict[str, Description | None]:
+    """compat.torchtitan.ParallelDims: every 1-D mesh and every SPMD mesh, two backends (the
+    façade keeps its groups: torchtitan has no teardown; the world's end releases them)."""
+    seen: dict[str, Description | None] = {}
+    saved = torchtitan.device_type
+    torchtitan.device_type = "cpu"
+    try:
+        for backend in ("spmd_types", "partial_dtensor"):
+            dims = ParallelDims(
+                dp_replicate=2, dp_shard=2, cp=1, tp=2, pp=1, ep=2, world_size=8,
+                spmd_backend=backend,
+            )  # fmt: skip
+            dims.build_mesh()
+            topology = dims.topology()
+            with _no_new_group():
+                ones = dims.get_all_one_dimensional_meshes()
+                spmd = dims.spmd_meshes()
+            for name, mesh in ones.items():
+                assert tuple(mesh.mesh.tolist()) == topology.group_of(rank, TITAN_KINDS[name])
+                seen[f"torchtitan {backend} {name}"] = _describe(mesh)
+            for i, mesh in enumerate(spmd):
+                seen[f"torchtitan {backend} spmd {i}"] = _describe(mesh)
+    finally:
+        torchtitan.device_type = saved
+    return seen
+
+
 def _mimo_meshes(rank: int) -> dict[str, Description | None]:
     """Each MIMO module's meshes on the ranks that serve it (None elsewhere): two disjoint
     modules (one with GTP), then two colocated ones."""
@@ -334,6 +379,7 @@ def check_identity(rank: int, world_size: int, folder: str) -> None:
     gtp = [("gtp-dp", "tp"), ("dp", "gtp", "tp"), ("egtp-edp", "ep")]
     mine |= _layout_meshes(rank, Topology(world_size, tp=2, gtp=2, ep=2, etp=1, egtp=2), gtp)
     mine |= _world_meshes(rank)
+    mine |= _titan_facade_meshes(rank)
     mine |= _mimo_meshes(rank)
     everyone: list[dict[str, Description | None]] = [{} for _ in range(world_size)]
     dist.all_gather_object(everyone, mine)
