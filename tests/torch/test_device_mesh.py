@@ -1,14 +1,18 @@
-"""device_mesh: a torch DeviceMesh over our own groups agrees with the core, on 8 gloo ranks."""
+"""device_mesh: a torch DeviceMesh over our own groups agrees with the core, on 8 gloo ranks;
+the same world runs ``test_mesh_identity.check_identity`` (meshes identical on every rank, a DCP
+checkpoint across torchtitan's meshes)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
+from tests.torch.test_mesh_identity import check_identity
 from tests.torch.world import run_world
 from topology import Topology, TopologyError
 from topology_torch import ProcessGroups
@@ -85,6 +89,13 @@ def _meshes(rank: int, world_size: int) -> None:
     groups.destroy()
 
 
-def test_device_mesh_uses_our_groups_and_agrees_with_the_core() -> None:
-    """Mesh ranks, coordinates, dimension groups and slices match the core; no new groups."""
-    run_world(8, _meshes)
+def _meshes_and_identity(rank: int, world_size: int, folder: str) -> None:
+    _meshes(rank, world_size)
+    check_identity(rank, world_size, folder)
+
+
+def test_device_mesh_uses_our_groups_and_agrees_with_the_core(tmp_path: Path) -> None:
+    """Mesh ranks, coordinates, dimension groups and slices match the core; no new groups; and
+    every mesh is the same on every rank, a checkpoint crosses to torchtitan's meshes
+    (test_mesh_identity.check_identity)."""
+    run_world(8, _meshes_and_identity, str(tmp_path))

@@ -155,6 +155,83 @@ def test_calls_per_rank_stay_small_at_16384_ranks(rank_of_16384: None) -> None:
     topo.destroy()
 
 
+def test_a_module_mesh_holds_its_groups_and_names_what_it_refuses() -> None:
+    """HeteroTopology.device_mesh: the module's groups, no new one; bad asks are named."""
+    import torch.distributed.distributed_c10d as c10d
+
+    specs = [
+        ModuleGridSpec("vision", 4, tp=2, gtp_remat=2),
+        ModuleGridSpec("language", 4, tp=2, rank_offset=4),
+    ]
+    with fake_world(8, 1):
+        topo = create_topology(specs)
+        made = len(c10d._world.pg_map)
+        mesh = topo.device_mesh("vision", "gtp", "tp")
+        assert mesh.mesh.tolist() == [[0, 1], [2, 3]]
+        assert mesh.get_group("tp") is topo.module_pgs["vision"].tp
+        assert mesh.get_group("gtp") is topo.module_pgs["vision"].gtp_remat
+        assert len(c10d._world.pg_map) == made
+        with pytest.raises(
+            TopologyError, match=r"^no module is called 'audio'; the modules are vision, language$"
+        ):
+            topo.device_mesh("audio", "tp")
+        with pytest.raises(
+            TopologyError,
+            match=r"^rank 1 does not serve module 'language'; ask one of its ranks 4 to 7$",
+        ):
+            topo.device_mesh("language", "tp")
+        with pytest.raises(
+            TopologyError,
+            match=r"^create_topology made no 'gtp-dp' group \(MIMO has no such family\); use "
+            r"one of tp, gtp, cp, pp, dp, dp-cp, ",
+        ):
+            topo.device_mesh("vision", "gtp-dp")
+        topo.destroy()
+
+
+def test_megatrons_example_helpers_answer_as_megatrons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_get_pg_options and _validate_grid_layout (Megatron's own test imports them)."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+
+    from topology_torch.compat.megatron.hyper_comm_grid import HyperCommGrid
+    from topology_torch.compat.megatron.mimo import _get_pg_options, _validate_grid_layout
+
+    fake = SimpleNamespace(Options=lambda **kwargs: SimpleNamespace(**kwargs))
+    monkeypatch.setattr(dist, "ProcessGroupNCCL", fake, raising=False)
+    assert _get_pg_options("tp", ["tp", "ep"]).is_high_priority_stream
+    assert _get_pg_options("mp", ["tp"]) is None and _get_pg_options("tp", None) is None
+    with fake_world(8, 0):
+
+        def grids(*spans: tuple[int, int]) -> dict[str, Any]:
+            names = ("vision", "language", "audio")
+            return {
+                name: HyperCommGrid([size], ["dp"], rank_offset=start)
+                for name, (start, size) in zip(names, spans, strict=False)
+            }
+
+        _validate_grid_layout(grids((0, 8), (0, 8)))
+        _validate_grid_layout(grids((0, 2), (2, 2), (4, 4)))
+        with pytest.raises(
+            TopologyError,
+            match=r"^module grids \{'vision': \(0, 4\), 'language': \(2, 6\)\} must share one "
+            r"span or partition the world \[0, 8\) with no gaps: modules 'vision' \[0, 4\) and "
+            r"'language' \[2, 6\) overlap without sharing their span; .* make every span disjoint$",
+        ):
+            _validate_grid_layout(grids((0, 4), (2, 4)))
+        with pytest.raises(
+            TopologyError, match=r"partition the world \[0, 8\) .* ranks \[2, 4\) are in no"
+        ):
+            _validate_grid_layout(grids((0, 2), (4, 2)))
+        with pytest.raises(
+            TopologyError,
+            match=r"^module grids must partition the world \[0, 8\) with no gaps, but they cover "
+            r"\[0, 6\); size the modules to the world$",
+        ):
+            _validate_grid_layout(grids((0, 2), (2, 4)))
+
+
 # -- a real gloo world -----------------------------------------------------------------------
 
 

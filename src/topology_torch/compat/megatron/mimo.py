@@ -31,14 +31,16 @@ with equal arguments, in the same order.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh
 
-from topology import Module, Modules, Topology, TopologyError, mimo_layout
+from topology import AxisGroups, Grid, Module, Modules, Topology, TopologyError, mimo_layout
 
+from ... import _mesh
 from ..._agreement import Proposal, agree, arrival_deadline, barrier, fingerprint
 from ..._args import check_index, check_size
 from ..._creation import Registry, resolve_strategy
@@ -211,6 +213,34 @@ class HeteroTopology:
     calls: int = 0
     """How many ``new_group`` / ``split_group`` calls this rank made."""
     _registry: Registry | None = None
+    _held: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    """``{module: {our kind: this rank's group}}`` of the modules this rank serves."""
+
+    def device_mesh(self, module: str, *dims: str, device_type: str | None = None) -> DeviceMesh:
+        """A torch ``DeviceMesh`` over ``dims`` (our kinds, outermost first) of ``module``'s
+        grid through this rank, whose dimension groups are the groups made here (no new group).
+
+        The mesh is :meth:`topology_torch.ProcessGroups.device_mesh`'s for the module's layout
+        (:attr:`topology.Module.layout`, global ranks): every rank of one mesh holds the same
+        mesh tensor, dim names and communicators.
+
+        >>> topo.device_mesh("language", "edp", "ep", "etp")  # doctest: +SKIP
+
+        Raises:
+            TopologyError: an unknown module, a rank that does not serve it, or dims
+                :meth:`topology_torch.ProcessGroups.device_mesh` refuses.
+        """
+        placed = self.modules.module(module)
+        held = self._held.get(module)
+        if held is None:
+            span = placed.span
+            raise TopologyError(
+                f"rank {dist.get_rank()} does not serve module {module!r}; ask one of its ranks "
+                f"{span.start} to {span.stop - 1}"
+            )
+        layout = placed.layout
+        assert isinstance(layout, Topology)  # modules_of places Topology layouts
+        return _mesh.device_mesh(_ModuleGroups(layout, dist.get_rank(), held), dims, device_type)
 
     def destroy(self) -> None:
         """Destroy every process group made for this topology (each communicator once).
@@ -219,6 +249,7 @@ class HeteroTopology:
         """
         for grid in self.grids.values():
             grid.destroy()  # forgets the attached groups; they are the registry's
+        self._held.clear()
         if self._registry is not None:
             for group in reversed(self._registry.owned):
                 if group in dist.distributed_c10d._world.pg_map:
@@ -226,6 +257,26 @@ class HeteroTopology:
             self._registry.owned.clear()
             self._registry.groups.clear()
             self._registry = None
+
+
+@attrs.frozen
+class _ModuleGroups:
+    """One module's groups through this rank, as :func:`topology_torch._mesh.device_mesh` reads
+    them (its ``Groups``)."""
+
+    topology: Topology
+    global_rank: int
+    held: dict[str, Any]
+
+    def group(self, kind: str) -> Any:
+        """This rank's group of ``kind`` (a Megatron name works), made by create_topology."""
+        name = self.topology.kind(kind).name
+        if name not in self.held:
+            raise TopologyError(
+                f"create_topology made no {kind!r} group (MIMO has no such family); use one of "
+                f"{', '.join(self.held)}"
+            )
+        return self.held[name]
 
 
 _created = 0  # create_topology calls in this process (names the store space of each)
@@ -253,11 +304,7 @@ def create_topology(
     problem: TopologyError | None = None
     try:
         modules = modules_of(specs)
-        if modules.world_size != dist.get_world_size():
-            raise TopologyError(
-                f"module grids must partition the world [0, {dist.get_world_size()}) with no "
-                f"gaps, but they cover [0, {modules.world_size}); size the modules to the world"
-            )
+        _fill_world(modules)
         hot = tuple(high_priority_stream_groups or ())
         facts = {"specs": repr(list(specs)), "high priority": repr(hot)}
     except TopologyError as error:
@@ -297,8 +344,63 @@ def _needed(modules: Modules, hot: tuple[str, ...]) -> dict[tuple[str, str], boo
     return needed
 
 
+def _fill_world(modules: Modules) -> None:
+    """``TopologyError`` unless the modules (valid: sharing one span or tiling theirs) cover the
+    whole default group."""
+    if modules.world_size != dist.get_world_size():
+        raise TopologyError(
+            f"module grids must partition the world [0, {dist.get_world_size()}) with no "
+            f"gaps, but they cover [0, {modules.world_size}); size the modules to the world"
+        )
+
+
+def _validate_grid_layout(grids: Mapping[str, Any]) -> None:
+    """Megatron's example helper, under its name: ``TopologyError`` (a ``ValueError``, as
+    Megatron raises) unless the grids all share one span or are disjoint and partition the world.
+
+    Each grid counts only by its span (``rank_offset``, ``size``: ours or Megatron's
+    ``HyperCommGrid``); the rule is :class:`topology.Modules`' (one span, or spans tiling
+    ``[0, world_size)``) and the default group's size. Megatron also cross-checks its
+    ``RankRole``, which decides colocation by the same spans.
+
+    Raises:
+        TopologyError: spans that overlap without being equal, leave a gap, or do not reach the
+            end of the world.
+    """
+    try:
+        modules = Modules(
+            [
+                Module(name, AxisGroups(Grid.from_sizes(ranks=grid.size)), grid.rank_offset)
+                for name, grid in grids.items()
+            ]
+        )
+    except TopologyError as error:
+        spans = {
+            name: (grid.rank_offset, grid.rank_offset + grid.size) for name, grid in grids.items()
+        }
+        raise TopologyError(
+            f"module grids {spans} must share one span or partition the world "
+            f"[0, {dist.get_world_size()}) with no gaps: {error}"
+        ) from error
+    _fill_world(modules)
+
+
+def _get_pg_options(group_name: str, high_priority_stream_groups: Sequence[str] | None) -> Any:
+    """Megatron's example helper, under its name: high-priority NCCL options for the pg name
+    ``group_name`` (``"tp"``, ``"dp_cp"``, ...) when it is in ``high_priority_stream_groups``,
+    else None.
+
+    >>> _get_pg_options("tp", None) is None
+    True
+    """
+    if group_name not in (high_priority_stream_groups or ()):
+        return None
+    return dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
+
+
 def _options(hot: tuple[str, ...]) -> Any:
-    return dist.ProcessGroupNCCL.Options(is_high_priority_stream=True) if hot else None
+    """The options of the high-priority communicators (those of any name in ``hot``)."""
+    return _get_pg_options(hot[0], hot) if hot else None
 
 
 def _create(modules: Modules, hot: tuple[str, ...], registry: Registry) -> dict[Any, Any]:
@@ -384,6 +486,7 @@ def _assemble(
     needed = _needed(modules, hot)
     grids: dict[str, HyperCommGrid] = {}
     module_pgs: dict[str, Any] = {}
+    held: dict[str, dict[str, Any]] = {}
     for spec, module in zip(specs, modules.modules, strict=True):
         layout = module.layout
         assert isinstance(layout, Topology)
@@ -396,6 +499,8 @@ def _assemble(
                 module, ours, rank, made, needed.get((module.name, ours or ""), False)
             )
             attach_group(grid, list(dims), view, value)
+            if value is not None and ours not in (None, SPAN):
+                held.setdefault(module.name, {})[ours] = value
             for field in fields:
                 setattr(pgc, field, value)
         for field, kind in EMBEDDINGS:
@@ -407,7 +512,7 @@ def _assemble(
     served = {name: module_pgs[name] for name in modules.serves(rank)}
     language = LANGUAGE if LANGUAGE in served else None
     schedule_pgs = multi(module_pgs=served, language_model_module_name=language)
-    return HeteroTopology(grids, module_pgs, schedule_pgs, modules, registry.calls, registry)
+    return HeteroTopology(grids, module_pgs, schedule_pgs, modules, registry.calls, registry, held)
 
 
 def _base_shape(spec: ModuleGridSpec) -> list[int]:
