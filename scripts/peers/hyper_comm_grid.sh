@@ -28,6 +28,10 @@ if [[ ! -f "$tree/$test_file" ]]; then
   git --git-dir="$mirror" archive "$tag" tests/__init__.py tests/unit_tests/__init__.py \
     "$test_file" | tar -x -C "$tree"
 fi
+# pytest names a test by its path relative to --rootdir, which it takes as given; through the
+# .venv symlink that path is not under the physical one pytest collects from, the file's part of
+# every test ID came out empty, and no --deselect below matched: give the physical path.
+tree="$(cd "$tree" && pwd -P)"
 oracle="$repo/.venv/oracles/megatron-core-0.19.2"
 if [[ ! -f "$oracle/megatron/core/hyper_comm_grid.py" ]]; then
   echo "$oracle is missing; run scripts/setup.sh" >&2
