@@ -18,7 +18,11 @@
 # (validation, properties, mesh operations on 1 and 8 ranks, SPMD meshes, 1-D meshes). Out of
 # scope, deselected unless ALL=1: TestSpmdLayout (torchtitan's SpmdLayout/spmd_types
 # redistribution, no ParallelDims) and TestSingleGPUMixedPrecisionFSDP (apply_fsdp on a Llama
-# model, no ParallelDims). Not part of CI; about 3 minutes for both targets.
+# model, no ParallelDims). Tallies (torch 2.13 CPU): peer 19 of 19, ours 18 of 19: the failure,
+# test_expert_parallelism_validation, builds ep=3 over dp_shard*cp*tp = 2, which our facade
+# refuses at construction as torchtitan main does (#4258; main's test asserts that error) and
+# 0.3.0 only inside build_mesh. Not part of CI; its 8-rank classes spawn 8 processes each: 14
+# minutes per target on the 2-core machine under a load average of 18.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
