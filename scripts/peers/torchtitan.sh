@@ -5,7 +5,7 @@
 # or torchtitan's own ParallelDims ("peer"), on CPU with gloo (its 8-rank classes spawn 8 ranks).
 #
 #   scripts/peers/torchtitan.sh [ours|peer|all] [pytest args]
-#   TORCHTITAN_REF=HEAD scripts/peers/torchtitan.sh   # the mirror's main instead
+#   TORCHTITAN_REF=HEAD scripts/peers/torchtitan.sh   # the mirror's main (b5bcd76: ours 19 of 19)
 #
 # The test file and torchtitan's package (the test file imports its config, FSDP, SPMD and
 # model modules) come from /work/.mirror/pytorch+torchtitan/repo ($TORCHTITAN_MIRROR) at the ref,
