@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
 import sys
 import types
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,8 +111,6 @@ if TARGET == "installed":
     _facade.install()
 _force_gloo()
 
-_outcomes: dict[str, str] = {}
-
 
 @pytest.fixture(scope="session", autouse=True)
 def _destroy_default_group() -> Iterator[None]:
@@ -124,21 +120,5 @@ def _destroy_default_group() -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Keep one outcome per test: failed if any phase failed, else skipped or passed."""
-    previous = _outcomes.get(report.nodeid)
-    if report.failed:
-        _outcomes[report.nodeid] = "failed"
-    elif report.skipped and previous != "failed":
-        _outcomes[report.nodeid] = "skipped"
-    elif report.when == "call" and previous is None:
-        _outcomes[report.nodeid] = "passed"
-    if report.when == "teardown":
-        _save()  # after every test: a run cut short by a timeout still has a tally
-
-
-def _save() -> None:
-    folder = os.environ.get("PEER_RESULTS")
-    if folder:
-        rank = os.environ.get("RANK", "0")
-        Path(folder, f"rank{rank}.json").write_text(json.dumps(_outcomes, indent=1))
+# One outcome per test for tally.py, as every peer harness writes it (scripts/peers on the path).
+from peer_outcomes import pytest_runtest_logreport  # noqa: E402, F401

@@ -117,12 +117,17 @@ def execute_refit(
 
     Raises:
         TopologyError: a shard the plan sends missing from ``src``, an ``into`` lacking a tensor
-            of the rank or holding one of another shape.
+            of the rank or holding one of another shape, or a plan with a relay step.
     """
     if not isinstance(plan, Refit):
         raise TopologyError(
             f"plan must be a topology.Refit, got {type(plan).__name__}; give what "
             "topology.refit returned (topology_torch.transfer.execute runs a Transfer)"
+        )
+    if plan.plan.relay:
+        raise TopologyError(
+            "plan was made with relay=True, whose stage-2 copies send from the engine's own "
+            "tensors; execute_refit runs one stage: plan with topology.refit(..., relay=False)"
         )
     check_index("rank", rank)
     targets = _targets(plan, rank, into, dtype, device)
