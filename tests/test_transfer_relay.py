@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from topology import (
     weights,
 )
 from topology._cli.main import main
+from topology._transfer.relay import Relay
 
 Drawn = tuple[Case, Allocation, float, float]
 
@@ -231,3 +233,41 @@ def test_cli_relay_refusals(
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_the_relay_choice_counts_the_bytes_each_receiver_copied_on() -> None:
+    # Ranks 0-1 on one host, 2-4 on another; every piece goes from rank 0 to ranks 2, 3 and 4,
+    # so the relay copies it to the two others (2 x its bytes). The receiver that has copied on
+    # the fewest bytes relays the next piece, the first in need's order on a tie.
+    relay = Relay([0, 0, 1, 1, 1])
+    picks = [relay.route(0, (0,), (2, 3, 4), nbytes)[0] for nbytes in (10, 5, 5, 1, 1)]
+    # 2 relays 10 (copies 20); 3 relays 5 (10); 4 relays 5 (10); 3 (10 < 20, first of 3 and 4)
+    # relays 1 (12); 4 (10) relays 1 (12).
+    assert picks == [(2,), (3,), (4,), (3,), (4,)]
+    assert {r: n for r, n in relay.relayed.items() if n} == {2: 20, 3: 12, 4: 12}
+
+
+def test_only_domains_with_two_receivers_are_relayed() -> None:
+    # Ranks 2-3 share a host; rank 4 is alone on its host, rank 5 on the holder's host.
+    relay = Relay([0, 0, 1, 1, 2, 0])
+    served, copies = relay.route(7, (0,), (2, 3, 4, 5), 8)
+    assert served == (2, 4, 5)
+    assert copies == [(2, 3)]
+    assert relay.groups == {7: [(2, 3)]}
+    assert {r: n for r, n in relay.relayed.items() if n} == {2: 8}
+
+
+def test_a_pair_names_its_relayed_domains_once() -> None:
+    # The pair id stands for one (holders, receivers) pair: its domains are worked out once.
+    calls = []
+
+    class Counted(Relay):
+        def _groups(self, holders: Sequence[int], need: Sequence[int]) -> list[tuple[int, ...]]:
+            calls.append((tuple(holders), tuple(need)))
+            return super()._groups(holders, need)
+
+    relay = Counted([0, 0, 1, 1, 1])
+    for _ in range(3):
+        relay.route(0, (0,), (2, 3, 4), 10)
+    relay.route(1, (2,), (3, 4), 10)
+    assert calls == [((0,), (2, 3, 4)), ((2,), (3, 4))]
