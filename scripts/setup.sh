@@ -57,6 +57,19 @@ for version in $oracle_versions; do
   echo "from megatron.core import parallel_state" > "$folder/megatron/core/__init__.py"
   rm -rf "$wheels"
 done
+# Megatron-Bridge's Hugging Face <-> Megatron name mappings, read as source text by
+# tests/test_hf_mapping_bridge.py (its wheel is py3.12-only and imports megatron-core 0.19 at the
+# top, so it is unpacked, never imported). Never a dependency of the library.
+bridge=.venv/oracles/megatron-bridge-0.6.2
+if [ ! -f "$bridge/megatron/bridge/models/deepseek/common.py" ]; then
+  wheels=$(mktemp -d)
+  PIP_CONSTRAINT= .venv/bin/python -m pip --disable-pip-version-check -q download --no-deps \
+    --only-binary=:all: --python-version 3.12 --implementation cp -d "$wheels" \
+    "megatron-bridge==0.6.2" 2>&1 | { grep -v "^WARNING: Location" || true; }
+  rm -rf "$bridge" && mkdir -p "$bridge"
+  .venv/bin/python -m zipfile -e "$wheels"/megatron_bridge-0.6.2-*.whl "$bridge"
+  rm -rf "$wheels"
+fi
 .venv/bin/python -W ignore -c "import torch, topology, topology_torch, hypothesis, megatron.core, pdoc, argcomplete, selenium"
 .venv/bin/ruff --version >/dev/null
 .venv/bin/mypy --version >/dev/null
