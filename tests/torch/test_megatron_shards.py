@@ -18,9 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import (
-    Allocation,
     Architecture,
-    Host,
     Param,
     Topology,
     TopologyError,
@@ -165,18 +163,6 @@ BAD_REFIT: list[tuple[Any, Any, str]] = [
         PLAN,
         {n: torch.zeros(s) for n, s in SHAPES.items()} | {"model.norm.weight": torch.zeros(3)},
         r"'model.norm.weight' has shape \(3,\) but .* gives it \(16,\)",
-    ),
-    (
-        refit(
-            Topology(4, tp=2, pp=2),
-            "engine=vllm,tp=4",
-            LLAMA,
-            rank_offset=4,
-            allocation=Allocation([Host(f"n{i}", 2) for i in range(4)]),
-            relay=True,
-        ),
-        None,
-        "plan was made with relay=True",
     ),
 ]
 

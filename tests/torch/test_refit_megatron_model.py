@@ -6,7 +6,9 @@ chunk, and its own ep coordinate's experts, numbered from 0), fills it with rand
 tensors through ``hf_weights``' blocks, then runs ``topology.refit``'s plan with
 ``megatron_shards`` (the model's parameters by Megatron's local names) and ``execute_refit``
 (allocated engine tensors, or the caller's filled in place). Every engine tensor must be
-``torch.equal`` to what vLLM's rules put there (``holding``), padding untouched.
+``torch.equal`` to what vLLM's rules put there (``holding``), padding untouched. A relay plan
+(``relay=True`` on two hosts of 2 ranks) must hold relay copies (stage 2), which send on from the
+engine tensors their relay landed in stage 1, to the same exact tensors.
 
 The oracle does not share the executor's renaming: a local parameter's global layer is Megatron's
 own ``TransformerLayer.layer_number`` and its global expert the MoE layer's
@@ -25,7 +27,7 @@ import pytest
 pytest.importorskip("torch.distributed")
 
 from tests.torch.world import run_world
-from topology import Architecture, Topology
+from topology import Allocation, Architecture, Host, Topology
 
 LLAMA = Architecture(4, 16, 100, 32, 8, 2, 4)
 """2 KV heads (vLLM tp 4 replicates each on 2 ranks); vocabulary 100 (vLLM pads it to 128)."""
@@ -42,6 +44,11 @@ CASES: list[tuple[Architecture, Topology, str, int, bool]] = [
     (MIXTRAL, Topology(4, pp=2, ep=2), "engine=vllm,tp=2,dp=2,ep=4", 0, False),
     (MIXTRAL, Topology(4, tp=2, ep=2), "engine=vllm,tp=4,ep=4,placement=round_robin", 0, True),
 ]
+RELAY_CASES: list[tuple[Architecture, Topology, str, int, bool]] = [
+    # stage 0's weights enter host b once; rank 2 or 3 copies each on to the other (stage 2)
+    (LLAMA, Topology(4, tp=2, pp=2), "engine=vllm,tp=1,dp=2", 2, True),
+]
+HOSTS = Allocation([Host("a", 2), Host("b", 2)])
 SENTINEL = -7.0
 """What the caller's engine tensors hold before an in-place refit: padding must keep it."""
 
@@ -177,9 +184,13 @@ def _rank_main(rank: int, world_size: int) -> None:
     warnings.simplefilter("ignore")
     torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
     torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]  # tied pp
-    for model, src, engine, offset, in_place in CASES:
+    cases = [(case, False) for case in CASES] + [(case, True) for case in RELAY_CASES]
+    for (model, src, engine, offset, in_place), relay in cases:
         hf = _hf(model)
-        plan = refit(src, engine, model, rank_offset=offset)
+        hosts = HOSTS if relay else None
+        plan = refit(src, engine, model, rank_offset=offset, allocation=hosts, relay=relay)
+        copies = [op for r in range(world_size) for op in plan.sends(r) if op.stage == 2]
+        assert bool(copies) == relay, (engine, relay, len(copies))
         chunks = _build(model, src)
         assert _fill(chunks, plan, _megatron(model, hf), rank) > 0
         sources = megatron_shards(plan, rank, chunks if src.vpp else chunks[0])

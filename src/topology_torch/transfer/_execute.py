@@ -23,9 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
-from topology import TopologyError, Transfer
+from topology import TopologyError, Transfer, TransferOp
+
+from ._p2p import run
 
 __all__ = ["execute"]
 
@@ -62,28 +63,16 @@ def execute(
             )
         return table[name]
 
-    for op in plan.held(rank):
-        own = tensor(src, op.param.name, "src")[op.src_slice]
-        tensor(dst, op.param.name, "dst")[op.dst_slice].copy_(own)
-    sends, recvs, count = plan.sends(rank), plan.recvs(rank), 0
-    for stage in sorted({op.stage for op in sends + recvs}):
+    def read(op: TransferOp) -> torch.Tensor:
         # stage 2 (a relay plan's copies) sends from dst what stage 1 has landed there
-        sent_from, side = (src, "src") if stage == 1 else (dst, "dst")
-        p2p, landing = [], []
-        for op in sends:
-            if op.stage == stage:
-                piece = tensor(sent_from, op.param.name, side)[op.src_slice].contiguous()
-                p2p.append(dist.P2POp(dist.isend, piece, op.dst, group))
-        for op in recvs:
-            if op.stage == stage:
-                target = tensor(dst, op.param.name, "dst")[op.dst_slice]
-                buffer = torch.empty_like(target, memory_format=torch.contiguous_format)
-                p2p.append(dist.P2POp(dist.irecv, buffer, op.src, group))
-                landing.append((target, buffer))
-        if p2p:
-            for request in dist.batch_isend_irecv(p2p):
-                request.wait()
-        for target, buffer in landing:
-            target.copy_(buffer)
-        count += len(p2p)
-    return count
+        table, side = (src, "src") if op.stage == 1 else (dst, "dst")
+        return tensor(table, op.param.name, side)[op.src_slice]
+
+    def empty(op: TransferOp) -> torch.Tensor:
+        target = tensor(dst, op.param.name, "dst")[op.dst_slice]
+        return torch.empty_like(target, memory_format=torch.contiguous_format)
+
+    def land(op: TransferOp, piece: torch.Tensor) -> None:
+        tensor(dst, op.param.name, "dst")[op.dst_slice].copy_(piece)
+
+    return run(plan.held(rank), plan.sends(rank), plan.recvs(rank), read, empty, land, group)

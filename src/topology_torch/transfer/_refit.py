@@ -7,7 +7,9 @@ operation's rows land in the receiver's engine tensors (``qkv_proj``, ``gate_up_
 rows of one query group land in q, k and v of ``qkv_proj``), each taking the next rows of the
 piece along the weight's cut dim, reshaped to the box (a routed expert's box has a leading slot
 dim). The engine rank's tensors are allocated from :meth:`topology.Refit.tensors` (zeros: the
-padding of a padded vocabulary stays zero) or given by the caller and filled in place.
+padding of a padded vocabulary stays zero) or given by the caller and filled in place. A relay
+plan (``refit(..., relay=True)``) runs stage by stage: a relay copies on (stage 2) what it has
+landed in its engine tensors in stage 1, read back from the boxes it filled.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+import attrs
 import torch
-import torch.distributed as dist
 
 from topology import Refit, TopologyError, TransferOp
 
 from .._args import check_index
+from ._p2p import run
 
 __all__ = ["execute_refit"]
 
@@ -35,17 +38,40 @@ def _piece_shape(op: TransferOp) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def _boxes(
+    plan: Refit, op: TransferOp, tensors: Mapping[str, torch.Tensor]
+) -> list[tuple[torch.Tensor, tuple[int, ...]]]:
+    """Each box of ``tensors`` that ``op``'s piece fills, as a view, with the shape of the part
+    of the piece it holds (the piece's shape, the cut dim narrowed to the box's), in order along
+    the cut dim."""
+    cut, shape = op.param.cut_dim, _piece_shape(op)
+    found = []
+    for name, box in plan.boxes(op):
+        extents = [stop - start for start, stop in box]
+        part = list(shape)
+        part[cut] = extents[len(extents) - len(shape) + cut]
+        found.append((tensors[name][tuple(slice(a, z) for a, z in box)], tuple(part)))
+    return found
+
+
 def _land(
     plan: Refit, op: TransferOp, piece: torch.Tensor, into: Mapping[str, torch.Tensor]
 ) -> None:
     """Copy ``piece`` (what ``op`` moves) into the boxes of ``into`` it fills."""
     cut, offset = op.param.cut_dim, 0
-    for name, box in plan.boxes(op):
-        extents = [stop - start for start, stop in box]
-        width = extents[len(extents) - piece.dim() + cut]
-        part = piece.narrow(cut, offset, width)
-        offset += width
-        into[name][tuple(slice(a, z) for a, z in box)].copy_(part.reshape(extents))
+    for view, part in _boxes(plan, op, into):
+        view.copy_(piece.narrow(cut, offset, part[cut]).reshape(view.shape))
+        offset += part[cut]
+
+
+def _relayed(plan: Refit, op: TransferOp, into: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The piece a relay copy (stage 2) sends, read back from the boxes of its sender's engine
+    tensors where stage 1 landed it: ``op`` with the sender's place (``src_start``, the rows'
+    local start) as the receiving one names those boxes."""
+    rows = None if op.rows is None else (*op.rows[:3], op.rows[2])
+    landed = attrs.evolve(op, dst=op.src, dst_start=op.src_start, rows=rows)
+    parts = [view.reshape(part) for view, part in _boxes(plan, landed, into)]
+    return torch.cat(parts, dim=op.param.cut_dim)
 
 
 def _targets(
@@ -95,7 +121,9 @@ def execute_refit(
     with the same plan, in the same order as any other collective. A trainer rank sends the
     slices of ``src`` the plan gives it (read, never written); an engine rank receives each
     piece and writes it where the engine's rules put it (:meth:`topology.Refit.boxes`); a rank
-    on both sides copies what it holds itself. Nothing is gathered whole.
+    on both sides copies what it holds itself. Nothing is gathered whole. A relay plan's
+    stage-2 copies run after every stage-1 message, each sent from the boxes of the engine
+    tensors where its relay landed the piece.
 
     Args:
         plan: the plan (from :func:`topology.refit`).
@@ -117,22 +145,19 @@ def execute_refit(
 
     Raises:
         TopologyError: a shard the plan sends missing from ``src``, an ``into`` lacking a tensor
-            of the rank or holding one of another shape, or a plan with a relay step.
+            of the rank or holding one of another shape.
     """
     if not isinstance(plan, Refit):
         raise TopologyError(
             f"plan must be a topology.Refit, got {type(plan).__name__}; give what "
             "topology.refit returned (topology_torch.transfer.execute runs a Transfer)"
         )
-    if plan.plan.relay:
-        raise TopologyError(
-            "plan was made with relay=True, whose stage-2 copies send from the engine's own "
-            "tensors; execute_refit runs one stage: plan with topology.refit(..., relay=False)"
-        )
     check_index("rank", rank)
     targets = _targets(plan, rank, into, dtype, device)
 
-    def source(op: TransferOp) -> torch.Tensor:
+    def read(op: TransferOp) -> torch.Tensor:
+        if op.stage != 1:  # a relay copy: from the engine tensors stage 1 filled
+            return _relayed(plan, op, targets)
         if op.param.name not in src:
             raise TopologyError(
                 f"rank {rank} has no source shard of {op.param.name!r} but the plan sends it; "
@@ -140,20 +165,12 @@ def execute_refit(
             )
         return src[op.param.name][op.src_slice]
 
-    for op in plan.held(rank):
-        _land(plan, op, source(op), targets)
-    p2p, landing = [], []
-    for op in plan.sends(rank):
-        p2p.append(dist.P2POp(dist.isend, source(op).contiguous(), op.dst, group))
-    for op in plan.recvs(rank):
-        name = plan.boxes(op)[0][0]
-        like = targets[name]
-        buffer = torch.empty(_piece_shape(op), dtype=like.dtype, device=like.device)
-        p2p.append(dist.P2POp(dist.irecv, buffer, op.src, group))
-        landing.append((op, buffer))
-    if p2p:
-        for request in dist.batch_isend_irecv(p2p):
-            request.wait()
-    for op, buffer in landing:
-        _land(plan, op, buffer, targets)
+    def empty(op: TransferOp) -> torch.Tensor:
+        like = targets[plan.boxes(op)[0][0]]
+        return torch.empty(_piece_shape(op), dtype=like.dtype, device=like.device)
+
+    def land(op: TransferOp, piece: torch.Tensor) -> None:
+        _land(plan, op, piece, targets)
+
+    run(plan.held(rank), plan.sends(rank), plan.recvs(rank), read, empty, land, group)
     return targets
