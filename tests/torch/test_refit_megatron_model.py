@@ -34,6 +34,29 @@ LLAMA = Architecture(4, 16, 100, 32, 8, 2, 4)
 TIED = attrs.evolve(LLAMA, tied_embeddings=True)
 """pp 2 holds the word embeddings on both stages: the last as its ``output_layer.weight``."""
 MIXTRAL = Architecture(2, 8, 64, 16, 4, 2, 2, experts=8, top_k=2, moe_ffn=16, family="mixtral")
+QWEN3_MOE = Architecture(
+    2, 16, 64, 32, 4, 2, 4, experts=4, top_k=2, moe_ffn=8, qk_norm=True, family="qwen3_moe"
+)
+"""Per-head q and k norms (``q_layernorm``/``k_layernorm``, whole on every rank) and experts."""
+DEEPSEEK = Architecture(
+    2,
+    16,
+    64,
+    32,
+    4,
+    4,
+    4,
+    experts=4,
+    top_k=2,
+    moe_ffn=8,
+    dense_layers=1,
+    shared_ffn=8,
+    mla=(8, 6, 4, 2, 4),
+    router_bias=True,
+    family="deepseek_v3",
+)
+"""MLA (q and kv LoRA with their norms), a dense first layer, shared experts, the router's
+``expert_bias`` (a buffer of Megatron's router, not a parameter)."""
 
 CASES: list[tuple[Architecture, Topology, str, int, bool]] = [
     # model, training layout, engine, the engine's first rank, fill the caller's tensors in place
@@ -43,7 +66,16 @@ CASES: list[tuple[Architecture, Topology, str, int, bool]] = [
     (TIED, Topology(4, tp=2, pp=2), "engine=vllm,tp=2", 1, False),
     (MIXTRAL, Topology(4, pp=2, ep=2), "engine=vllm,tp=2,dp=2,ep=4", 0, False),
     (MIXTRAL, Topology(4, tp=2, ep=2), "engine=vllm,tp=4,ep=4,placement=round_robin", 0, True),
+    (QWEN3_MOE, Topology(4, pp=2, ep=2), "engine=vllm,tp=2,dp=2,ep=4", 0, False),
+    (DEEPSEEK, Topology(4, pp=2, ep=2), "engine=vllm,tp=4,ep=4", 0, True),
+    (DEEPSEEK, Topology(4, ep=4), "engine=vllm,tp=2,dp=2,ep=4", 0, False),
 ]
+LOCAL_MLA = (DEEPSEEK, Topology(4, tp=2, ep=2), "engine=vllm,tp=4,ep=4")
+"""The local spec's MLA cuts ``linear_q_down_proj`` and ``linear_kv_down_proj`` over tp
+(``column_parallel_linear``, gathered after; ``gpt_layer_specs.py``'s local MLA layer), where
+the Transformer Engine spec, whose names and shards the plan follows, keeps them whole on every
+tp rank (``backend.linear()``: ``TELinear`` duplicated): at tp 2 ``megatron_shards`` refuses such
+a model by the shape it finds."""
 RELAY_CASES: list[tuple[Architecture, Topology, str, int, bool]] = [
     # stage 0's weights enter host b once; rank 2 or 3 copies each on to the other (stage 2)
     (LLAMA, Topology(4, tp=2, pp=2), "engine=vllm,tp=1,dp=2", 2, True),
@@ -69,7 +101,10 @@ def _build(model: Architecture, src: Topology) -> list[Any]:
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_config import (
+        MLATransformerConfig,
+        TransformerConfig,
+    )
 
     ps.initialize_model_parallel(
         tensor_model_parallel_size=src.tp,
@@ -78,7 +113,29 @@ def _build(model: Architecture, src: Topology) -> list[Any]:
         expert_model_parallel_size=src.ep,
     )
     moe = model.experts > 1
-    config = TransformerConfig(
+    sizes: dict[str, Any] = {}
+    if moe:
+        sizes.update(
+            num_moe_experts=model.experts,
+            moe_ffn_hidden_size=model.moe_ffn,
+            moe_router_topk=model.top_k,
+            moe_layer_freq=[0] * model.dense_layers + [1] * (model.layers - model.dense_layers),
+            moe_shared_expert_intermediate_size=model.shared_ffn or None,
+        )
+    if model.router_bias:
+        sizes.update(moe_router_enable_expert_bias=True, moe_router_score_function="sigmoid")
+    if model.mla is not None:
+        q_lora, kv_lora, nope, rope, v_head = model.mla
+        sizes.update(
+            multi_latent_attention=True,
+            q_lora_rank=q_lora,
+            kv_lora_rank=kv_lora,
+            qk_head_dim=nope,
+            qk_pos_emb_head_dim=rope,
+            v_head_dim=v_head,
+            rope_type="rope",
+        )
+    config = (MLATransformerConfig if model.mla is not None else TransformerConfig)(
         num_layers=model.layers,
         hidden_size=model.hidden,
         num_attention_heads=model.heads,
@@ -88,9 +145,7 @@ def _build(model: Architecture, src: Topology) -> list[Any]:
         gated_linear_unit=True,
         add_bias_linear=False,
         normalization="RMSNorm",
-        num_moe_experts=model.experts if moe else None,
-        moe_ffn_hidden_size=model.moe_ffn if moe else None,
-        moe_router_topk=model.top_k if moe else 2,
+        qk_layernorm=model.qk_norm or model.mla is not None,  # MLA: its local spec's LoRA norms
         tensor_model_parallel_size=src.tp,
         pipeline_model_parallel_size=src.pp,
         virtual_pipeline_model_parallel_size=src.vpp,
@@ -98,6 +153,7 @@ def _build(model: Architecture, src: Topology) -> list[Any]:
         pipeline_dtype=torch.float32,
         use_cpu_initialization=True,
         params_dtype=torch.float32,
+        **sizes,
     )
     chunks = []
     for vp in range(src.vpp or 1):
@@ -105,6 +161,8 @@ def _build(model: Architecture, src: Topology) -> list[Any]:
         spec = get_gpt_decoder_block_spec(
             config, use_transformer_engine=False, normalization="RMSNorm", vp_stage=stage
         )
+        if model.mla is not None:
+            _without_te_attention(spec)
         chunks.append(
             GPTModel(
                 config,
@@ -121,14 +179,39 @@ def _build(model: Architecture, src: Topology) -> list[Any]:
     return chunks
 
 
+def _without_te_attention(spec: Any) -> None:
+    """Let megatron-core 0.16.1's local MLA spec build on CPU without Transformer Engine: its
+    ``MLASelfAttention`` passes ``k_channels`` to the local ``DotProductAttention`` (which does
+    not take it) and tests ``isinstance(..., TELinear)``. The core attention holds no weights, so
+    a stand-in for it, and a class for the absent ``TELinear``, change no parameter."""
+    import megatron.core.transformer.multi_latent_attention as mla
+    import torch
+
+    class CoreAttention(torch.nn.Module):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__()
+
+    for name in ("TELinear", "TEColumnParallelLinear"):
+        if not isinstance(getattr(mla, name, None), type):
+            setattr(mla, name, type(name, (), {}))
+    for layer in spec.layer_specs:
+        layer.submodules.self_attention.submodules.core_attention = CoreAttention
+
+
 TE_NAMES = {
     "input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
     "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight",
 }
-"""The local spec's norms under the TE spec's names (``pre_mlp_layernorm`` in a dense layer)."""
+"""The local spec's norms under the TE spec's names (``pre_mlp_layernorm`` in a dense layer;
+``input_layernorm`` where it feeds ``linear_qkv``: not under MLA)."""
+MLA_TE_NAMES = {
+    "self_attention.q_layernorm.weight": "self_attention.linear_q_up_proj.layer_norm_weight",
+    "self_attention.kv_layernorm.weight": "self_attention.linear_kv_up_proj.layer_norm_weight",
+}
+"""MLA's LoRA norms: a module of the local spec, fused into the up-projection under TE's."""
 
 
-def _global_name(chunk: Any, name: str, moe: bool) -> str:
+def _global_name(chunk: Any, name: str, model: Architecture) -> str:
     """The whole model's name of a chunk's parameter, from Megatron's own module attributes."""
     parts = name.split(".")
     if name == "output_layer.weight" and chunk.share_embeddings_and_output_weights:
@@ -141,9 +224,12 @@ def _global_name(chunk: Any, name: str, moe: bool) -> str:
         at = parts.index("local_experts") + 1
         parts[at] = str(layer.mlp.local_expert_indices[int(parts[at])])
     rest = ".".join(parts[3:])
-    if rest in TE_NAMES and (rest == "input_layernorm.weight" or not moe):
-        return ".".join([*parts[:3], TE_NAMES[rest]])
-    return ".".join(parts)
+    fused = {"pre_mlp_layernorm.weight"} if not hasattr(layer.mlp, "router") else set()
+    if model.mla is None:
+        fused.add("input_layernorm.weight")  # it feeds linear_qkv
+    renames = {**{k: TE_NAMES[k] for k in fused}, **(MLA_TE_NAMES if model.mla else {})}
+    rest = renames.get(rest, rest)
+    return ".".join([*parts[:3], rest])
 
 
 def _fill(chunks: list[Any], plan: Any, megatron: dict[str, Any], rank: int) -> int:
@@ -157,8 +243,9 @@ def _fill(chunks: list[Any], plan: Any, megatron: dict[str, Any], rank: int) -> 
     params = {p.name: p for p in plan.plan.params}
     filled = 0
     for chunk in chunks:
-        for name, tensor in chunk.named_parameters():
-            param = params[_global_name(chunk, name, plan.model.experts > 1)]
+        biases = [(n, b) for n, b in chunk.named_buffers() if n.endswith(".router.expert_bias")]
+        for name, tensor in [*chunk.named_parameters(), *biases]:
+            param = params[_global_name(chunk, name, plan.model)]
             placement = param_placement(plan.plan.src, param, num_layers=plan.model.layers)
             shard = next(s for s in placement.shards if rank in s.ranks)
             local = _shard(megatron[param.name], param, shard.ranges, shard.rows)
@@ -176,7 +263,7 @@ def _rank_main(rank: int, world_size: int) -> None:
     import torch
     from megatron.core import parallel_state as ps
 
-    from topology import refit
+    from topology import TopologyError, refit
     from topology_torch.transfer import execute_refit, megatron_shards
 
     from .test_refit_round_trip import _expected, _hf, _megatron
@@ -213,6 +300,12 @@ def _rank_main(rank: int, world_size: int) -> None:
             pad = torch.isinf(tensor)
             expected = tensor.masked_fill(pad, SENTINEL if in_place else 0.0)
             assert torch.equal(got[name], expected), (engine, rank, name)
+    model, src, engine = LOCAL_MLA
+    plan = refit(src, engine, model)
+    chunks = _build(model, src)
+    with pytest.raises(TopologyError, match=r"linear_q_down_proj\.weight' has shape"):
+        megatron_shards(plan, rank, chunks[0])
+    ps.destroy_model_parallel()
 
 
 def test_gptmodel_refits_into_vllm_over_gloo() -> None:

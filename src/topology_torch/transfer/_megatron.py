@@ -31,10 +31,14 @@ __all__ = ["LOCAL_SPEC", "TIED", "local_name", "megatron_shards"]
 LOCAL_SPEC = {
     "self_attention.linear_qkv.layer_norm_weight": "input_layernorm.weight",
     "mlp.linear_fc1.layer_norm_weight": "pre_mlp_layernorm.weight",
+    "self_attention.linear_q_up_proj.layer_norm_weight": "self_attention.q_layernorm.weight",
+    "self_attention.linear_kv_up_proj.layer_norm_weight": "self_attention.kv_layernorm.weight",
 }
 """A layer's norm under the Transformer Engine spec's name (fused into the linear it feeds) and
-under the local spec's (a module of its own): megatron-core 0.16.1's local spec maps them so in
-its ``sharded_state_dict_keys_map`` (``gpt_layer_specs.py``)."""
+under the local spec's (a module of its own): megatron-core 0.16.1's local spec maps the first
+two so in its ``sharded_state_dict_keys_map`` (``gpt_layer_specs.py``); MLA's q and kv LoRA
+norms are its ``q_layernorm`` and ``kv_layernorm`` modules there (``qk_layernorm=True``), as
+Megatron-Bridge's DeepSeek mapping lists them for the local spec."""
 
 TIED = {"embedding.word_embeddings.weight": "output_layer.weight"}
 """A weight outside the layers and its name on a stage that holds it under another: with tied
