@@ -92,8 +92,8 @@ def test_a_block_is_two_blocks_of_half_its_size(topo: Topology) -> None:
 @settings(max_examples=40)
 @given(even, st.integers(1, 80))
 def test_min_size_keeps_megatron_devs_sizes_from_it_up(topo: Topology, min_size: int) -> None:
-    """min_size keeps the sizes of Megatron dev's ``create_dynamic_dp_cp_groups`` (PR #6479's
-    base, parallel_state.py:428, transcribed: ``[2**i for i in range(int(log2(len(ranks))))
+    """min_size keeps the sizes of Megatron dev's ``create_dynamic_dp_cp_groups`` (parallel_state.py
+    :428 at d48bd6be0a, PR #6479's base, transcribed: ``[2**i for i in range(int(log2(len(ranks))))
     if 2**i >= min_cp_size]``), size 1 included, each with the blocks of the default."""
     n = topo.size("dp-cp")
     if min_size > n:

@@ -15,12 +15,13 @@ SPMD contract for lazy groups: every member of a block asks for its size (Megatr
 dynamic-CP schedule does: the members are the ranks that run that sequence together).
 
 Megatron's dev branch (``dynamic_context_parallel=True``) also makes one-rank groups where
-``min_dynamic_context_parallel_size`` is 1 (its default) and, after making the groups, warms each
-communicator up with a barrier (dev ``parallel_state.py:937-947``, the base of PR #6479, which
-makes it optional as ``eager_initialize_dynamic_cp_communicators`` and skips size 1:
-``if group_size == 1: continue``). :func:`warm_up` is that barrier for eagerly made groups on an
-NCCL default group, whose communicators are otherwise made on first use; gloo connects a group
-when it is made, and a lazily made group is used at once, so neither needs one.
+``min_dynamic_context_parallel_size`` is 1 (its default) and, after making the groups, warms
+each communicator up with a barrier (dev ``parallel_state.py:937-948`` at d48bd6be0a, the base
+of PR #6479; the PR, at 986bf45787, makes it optional as
+``eager_initialize_dynamic_cp_communicators`` and skips size 1: ``parallel_state.py:944-953``).
+:func:`warm_up` is that barrier for eagerly made groups on an NCCL default group, whose
+communicators are otherwise made on first use; gloo connects a group when it is made, and a
+lazily made group is used at once, so neither needs one.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def warm_up(groups: list[Any]) -> None:
     above size 1, ascending, then the dp-cp group) where the default group is NCCL, whose
     communicators torch makes on first use; nothing elsewhere (gloo's connect when made).
 
-    Transcribed from Megatron dev ``parallel_state.py`` (PR #6479's form)::
+    Transcribed from Megatron's ``parallel_state.py:945-953`` in PR #6479 (986bf45787)::
 
         for group_size in group_sizes:   # the sizes made, then dp * cp
             if group_size == 1:
