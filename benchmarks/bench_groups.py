@@ -25,18 +25,17 @@ Run: ``python benchmarks/bench_groups.py`` (``--quick``: W = 2^12 and 2^14, fewe
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 import tracemalloc
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
-from torch.testing._internal.distributed.fake_pg import FakeStore
+from _fake_world import counting, fake_world
+from _timing import write_result
 
 from topology import Topology
 from topology_torch import ProcessGroups
@@ -55,38 +54,6 @@ MEGATRON_ARGS = {
     ),
 }
 RANK = 0  # the simulated rank: first stage, so it also holds the embedding groups
-
-
-@contextmanager
-def fake_world(world: int) -> Iterator[None]:
-    """A fake default group of ``world`` ranks, seen from rank ``RANK``."""
-    dist.init_process_group("fake", store=FakeStore(), rank=RANK, world_size=world)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
-@contextmanager
-def counting() -> Iterator[list[int]]:
-    """Count ``new_group`` and ``split_group`` calls."""
-    calls: list[int] = []
-    originals = {name: getattr(dist, name) for name in ("new_group", "split_group")}
-
-    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            calls.append(1)
-            return original(*args, **kwargs)
-
-        return counted
-
-    for name, original in originals.items():
-        setattr(dist, name, wrap(original))
-    try:
-        yield calls
-    finally:
-        for name, original in originals.items():
-            setattr(dist, name, original)
 
 
 def _held() -> int:
@@ -140,12 +107,12 @@ def measure(fn: Callable[[], int], world: int, repeat: int, cap: float) -> dict[
     times: list[float] = []
     calls = held = 0
     while len(times) < repeat and (not times or times[0] <= cap / 3):
-        with fake_world(world), counting() as counted:
+        with fake_world(world, RANK), counting() as counted:
             start = time.perf_counter()
             held = fn()
             times.append(time.perf_counter() - start)
             calls = len(counted)
-    with fake_world(world):
+    with fake_world(world, RANK):
         tracemalloc.start()
         fn()
         _, peak = tracemalloc.get_traced_memory()
@@ -223,11 +190,8 @@ def main() -> None:
         "notes": "calls = new_group/split_group calls by one rank; communicators = torch groups "
         "the rank holds; megatron without gloo groups; seconds are medians of 'runs'",
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    write_result(args.out, {"meta": meta, "rows": rows})
     _print(rows)
-    print(f"wrote {out}")
 
 
 def _print(rows: list[dict[str, Any]]) -> None:

@@ -29,14 +29,11 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-import torch.distributed as dist
+from _fake_world import counting, fake_world
 from _timing import median_seconds, write_result
-from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from topology import Topology, hybrid_cp_groups
 from topology_torch.compat import megatron as mpu
@@ -50,38 +47,6 @@ LAYOUTS: dict[str, dict[str, int]] = {
     },
 }
 RANK = 0
-
-
-@contextmanager
-def fake_world(world: int) -> Iterator[None]:
-    """A fake default group of ``world`` ranks, seen from rank ``RANK``."""
-    dist.init_process_group("fake", store=FakeStore(), rank=RANK, world_size=world)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
-@contextmanager
-def counting() -> Iterator[list[str]]:
-    """The ``group_desc`` of every ``new_group`` / ``split_group`` call in the block."""
-    calls: list[str] = []
-    originals = {name: getattr(dist, name) for name in ("new_group", "split_group")}
-
-    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            calls.append(str(kwargs.get("group_desc")))
-            return original(*args, **kwargs)
-
-        return counted
-
-    for name, original in originals.items():
-        setattr(dist, name, wrap(original))
-    try:
-        yield calls
-    finally:
-        for name, original in originals.items():
-            setattr(dist, name, original)
 
 
 def _hybrid(calls: list[str]) -> int:
@@ -163,7 +128,7 @@ def main() -> None:
             row: dict[str, Any] = {"layout": layout, "world_size": world}
             row["dp_cp"] = topology_of(layout, world).size("dp-cp")
             for name, eager in (("lazy", False), ("eager", True)):
-                with fake_world(world):
+                with fake_world(world, RANK):
                     row[name] = ours(layout, world, eager)
                     row[f"{name}_seconds"] = median_seconds(
                         partial(ours, layout, world, eager), args.repeat
@@ -171,7 +136,7 @@ def main() -> None:
             row["megatron_loop"] = megatron_loop(layout, world)
             predicted = megatron_seconds * world / previous if previous else 0.0
             if version is not None and predicted <= args.cap:
-                with warnings.catch_warnings(), fake_world(world):
+                with warnings.catch_warnings(), fake_world(world, RANK):
                     warnings.simplefilter("ignore")
                     start = time.perf_counter()
                     row["megatron"] = megatron(layout, world)

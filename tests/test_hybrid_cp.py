@@ -11,6 +11,7 @@ folder the differential skips, except under ``CI`` where it fails.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import subprocess
@@ -86,6 +87,34 @@ def test_a_block_is_two_blocks_of_half_its_size(topo: Topology) -> None:
             parent, k = divmod(index, per)
             first = parent * half_per + 2 * k
             assert block == halves[first] + halves[first + 1]
+
+
+@settings(max_examples=40)
+@given(even, st.integers(1, 80))
+def test_min_size_keeps_megatron_devs_sizes_from_it_up(topo: Topology, min_size: int) -> None:
+    """min_size keeps the sizes of Megatron dev's ``create_dynamic_dp_cp_groups`` (parallel_state.py
+    :428 at d48bd6be0a, PR #6479's base, transcribed: ``[2**i for i in range(int(log2(len(ranks))))
+    if 2**i >= min_cp_size]``), size 1 included, each with the blocks of the default."""
+    n = topo.size("dp-cp")
+    if min_size > n:
+        with pytest.raises(TopologyError, match=rf"min_size\({min_size}\) is above .* = {n}, "):
+            hybrid_cp_groups(topo, min_size=min_size)
+        return
+    groups = hybrid_cp_groups(topo, min_size=min_size)
+    assert sorted(groups) == [2**i for i in range(int(math.log2(n))) if 2**i >= min_size]
+    default = hybrid_cp_groups(topo)
+    for size, blocks in groups.items():
+        if size == 1:
+            assert list(blocks) == [(r,) for g in topo.groups("dp-cp") for r in g]
+        else:
+            assert list(blocks) == list(default[size])
+
+
+@pytest.mark.parametrize("min_size", [0, -2, True, 2.0])
+def test_min_size_must_be_a_positive_int(min_size: object) -> None:
+    """min_size is a size: a bool, a float or below 1 is refused with its value."""
+    with pytest.raises(TopologyError, match=r"min_size must be a positive int, got "):
+        hybrid_cp_groups(Topology(8, cp=2), min_size=min_size)  # type: ignore[arg-type]
 
 
 @given(st.sampled_from([1, 3, 5, 7]), st.sampled_from([1, 3]))

@@ -19,9 +19,8 @@
 # _gen_rank_enum), multimodule 2 of 14 for both; every other test moves CUDA tensors (.cuda(),
 # device='cuda', torch.cuda.current_device()) and fails on CPU for Megatron's class too. Each run
 # prints the HyperCommGrid module it used (grid.txt). Not part of CI; about 5 minutes.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=_launch.sh
+source "$(dirname "$0")/_launch.sh"
 target="${1:-all}"
 shift $(( $# > 0 ? 1 : 0 ))
 tag="core_v0.19.0"
@@ -29,35 +28,23 @@ tree="${MEGATRON_TREE:-/tmp/megatron-lm-bridge-tests-$tag}"
 mirror="${MEGATRON_MIRROR:-/work/.mirror/NVIDIA+Megatron-LM/repo}"
 folder="tests/unit_tests/pipeline_parallel"
 files=("$folder/test_bridge_communicator.py" "$folder/test_multimodule_communicator.py")
-if [[ ! -f "$tree/${files[1]}" ]]; then
-  mkdir -p "$tree"
-  git --git-dir="$mirror" archive "$tag" tests/__init__.py tests/unit_tests/__init__.py \
-    tests/unit_tests/test_utilities.py "$folder/__init__.py" "${files[@]}" | tar -x -C "$tree"
-fi
-oracle="$repo/.venv/oracles/megatron-core-0.19.2"
-if [[ ! -f "$oracle/megatron/core/pipeline_parallel/bridge_communicator.py" ]]; then
-  echo "$oracle is missing; run ORACLE=1 scripts/setup.sh" >&2
-  exit 2
-fi
-python="$repo/.venv/bin/python"
-torchrun="$repo/.venv/bin/torchrun"
+peer_extract "$mirror" "$tag" "$tree" tests/__init__.py tests/unit_tests/__init__.py \
+  tests/unit_tests/test_utilities.py "$folder/__init__.py" "${files[@]}"
+oracle="$(peer_oracle 0.19.2 megatron/core/pipeline_parallel/bridge_communicator.py)"
 
 run() {  # run TARGET FILE [pytest args]: the file on 8 ranks, then the tally
   local who="$1" test_file="$2"
   shift 2
-  local results port name
+  local results name
   name="$(basename "$test_file" .py)"
   results="$(mktemp -d -t "$name-$who.XXXX")"
-  port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-  (
-    cd "$tree"
+  peer_run "$who" "$results" "$tree" 900 \
     PEER_TARGET=peer PEER_GRID="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 NO_VCS_VERSION=1 \
-    PYTHONPATH="$here:$repo/src:$oracle:$tree${PYTHONPATH:+:$PYTHONPATH}" \
-      timeout "${PEER_TIMEOUT:-900}" "$torchrun" --nproc-per-node 8 --master-port "$port" \
-      -m pytest "$test_file" --rootdir "$tree" -p bridge_communicator_harness -p megatron_harness \
-      -p hyper_comm_grid_harness --noconftest -p no:cacheprovider -p no:randomly \
-      -o addopts= -q -W ignore "$@" >"$results/log.txt" 2>&1
-  ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
+    PYTHONPATH="$(peer_path "$here" "$repo/src" "$oracle" "$tree")" -- \
+    "$torchrun" --nproc-per-node 8 --master-port "$(peer_port)" \
+    -m pytest "$test_file" --rootdir "$tree" -p bridge_communicator_harness -p megatron_harness \
+    -p hyper_comm_grid_harness --noconftest -p no:cacheprovider -p no:randomly \
+    -o addopts= -q -W ignore "$@"
   cat "$results/grid.txt" 2>/dev/null || true
   "$python" "$here/tally.py" "$results" "$name of $tag, $who"
 }

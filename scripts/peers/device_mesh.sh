@@ -17,14 +17,12 @@
 # slicing and _flatten run on our meshes. Two tallies: the tests that built a routed mesh, and the
 # others (hand-built DeviceMesh(...)/from_group, unnamed meshes, backend overrides, the layout
 # algebra: torch's own code, out of scope), listed by class. Not part of CI.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=_launch.sh
+source "$(dirname "$0")/_launch.sh"
 file="${1:?usage: $0 FILE [ours|peer|all] [pytest args]}"
 target="${2:-all}"
 shift $(( $# > 1 ? 2 : 1 ))
 deps="${PEER_DEPS:-/tmp/topology-peers/mesh-deps}"
-python="$repo/.venv/bin/python"
 [[ -f "$file" ]] || { echo "$file: no such file" >&2; exit 2; }
 if [[ ! -d "$deps/expecttest" ]]; then
   "$python" -m pip install -q --no-deps --target "$deps" expecttest
@@ -37,14 +35,11 @@ run() {  # run TARGET [pytest args]: the file, then the tallies of routed and ot
   results="$(mktemp -d -t "device-mesh-$who.XXXX")"
   mkdir -p "$results/tree"
   cp "$file" "$results/tree/test_device_mesh.py"
-  (
-    cd "$results/tree"
+  peer_run "$who" "$results" "$results/tree" 3600 \
     TOPOLOGY_PEER=device_mesh TOPOLOGY_PEER_IMPL="$who" PEER_RESULTS="$results" \
-    PYTHONPATH="$here/mesh_facades:$here:$repo/src:$deps${PYTHONPATH:+:$PYTHONPATH}" \
-      timeout "${PEER_TIMEOUT:-3600}" "$python" -m pytest test_device_mesh.py --rootdir . \
-      -p peer_outcomes -p no:cacheprovider -p no:randomly -o addopts= -q -W ignore "$@" \
-      >"$results/log.txt" 2>&1
-  ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
+    PYTHONPATH="$(peer_path "$here/mesh_facades" "$here" "$repo/src" "$deps")" -- \
+    "$python" -m pytest test_device_mesh.py --rootdir . \
+    -p peer_outcomes -p no:cacheprovider -p no:randomly -o addopts= -q -W ignore "$@"
   "$python" - "$results" <<'PY'
 import json, sys
 from collections import Counter
@@ -65,8 +60,4 @@ PY
   "$python" "$here/tally.py" "$results/other" "test_device_mesh.py, the other tests, $who"
 }
 
-case "$target" in
-  ours | peer) run "$target" "$@" ;;
-  all) run peer "$@"; run ours "$@" ;;
-  *) echo "usage: $0 FILE [ours|peer|all] [pytest args]" >&2; exit 2 ;;
-esac
+peer_targets "$target" "FILE [ours|peer|all] [pytest args]" "peer ours" "$@"

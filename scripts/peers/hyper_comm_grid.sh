@@ -16,29 +16,20 @@
 # reason in tests/torch/test_hyper_comm_grid_peer.py). Tallies (8 gloo ranks, torch 2.13 CPU, the
 # 6 deselected): peer 41 of 41, ours 27 of 41 (the 14 others read _pgs/_views or mock
 # new_subgroups_by_enumeration). Not part of CI; about 2 minutes.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=_launch.sh
+source "$(dirname "$0")/_launch.sh"
 target="${1:-all}"
 shift $(( $# > 0 ? 1 : 0 ))
 tag="core_v0.19.0"
 tree="${MEGATRON_TREE:-$repo/.venv/oracles/megatron-lm-tests-$tag}"
 mirror="${MEGATRON_MIRROR:-/work/.mirror/NVIDIA+Megatron-LM/repo}"
 test_file="tests/unit_tests/test_hyper_comm_grid.py"
-if [[ ! -f "$tree/$test_file" ]]; then
-  mkdir -p "$tree"
-  git --git-dir="$mirror" archive "$tag" tests/__init__.py tests/unit_tests/__init__.py \
-    "$test_file" | tar -x -C "$tree"
-fi
+peer_extract "$mirror" "$tag" "$tree" tests/__init__.py tests/unit_tests/__init__.py "$test_file"
 # pytest names a test by its path relative to --rootdir, which it takes as given; through the
 # .venv symlink that path is not under the physical one pytest collects from, the file's part of
 # every test ID came out empty, and no --deselect below matched: give the physical path.
 tree="$(cd "$tree" && pwd -P)"
-oracle="$repo/.venv/oracles/megatron-core-0.19.2"
-if [[ ! -f "$oracle/megatron/core/hyper_comm_grid.py" ]]; then
-  echo "$oracle is missing; run scripts/setup.sh" >&2
-  exit 2
-fi
+oracle="$(peer_oracle 0.19.2 megatron/core/hyper_comm_grid.py)"
 # NCCL groups or CUDA tensors: these fail on CPU for Megatron's class too (and leave its ranks out
 # of step, so the next collective hangs); run them on GPUs with GPU=1.
 gpu_only=(process_group_creation multi_dimensional_groups all_reduce different_world_sizes
@@ -49,31 +40,20 @@ if [[ "${GPU:-0}" != 1 ]]; then
     deselect+=(--deselect "$test_file::TestHyperCommGridIntegration::test_real_distributed_$name")
   done
 fi
-python="$repo/.venv/bin/python"
-torchrun="$repo/.venv/bin/torchrun"
 
 run() {  # run TARGET [pytest args]: the file on 8 ranks, then the tally
   local who="$1"
   shift
   local results path
   results="$(mktemp -d -t "hyper-comm-grid-$who.XXXX")"
-  path="$here:$repo/src:$tree"
+  path="$(peer_path "$here" "$repo/src" "$tree")"
   [[ "$who" == peer ]] && path="$oracle:$path"
-  local port
-  port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-  (
-    cd "$tree"
-    PEER_TARGET="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 \
-    PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" \
-      timeout "${PEER_TIMEOUT:-600}" "$torchrun" --nproc-per-node 8 --master-port "$port" \
-      -m pytest "$test_file" --rootdir "$tree" -p megatron_harness -p hyper_comm_grid_harness --noconftest \
-      -p no:cacheprovider -p no:randomly -o addopts= -q -W ignore "${deselect[@]}" "$@" >"$results/log.txt" 2>&1
-  ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
+  peer_run "$who" "$results" "$tree" 600 \
+    PEER_TARGET="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 PYTHONPATH="$path" -- \
+    "$torchrun" --nproc-per-node 8 --master-port "$(peer_port)" \
+    -m pytest "$test_file" --rootdir "$tree" -p megatron_harness -p hyper_comm_grid_harness \
+    --noconftest -p no:cacheprovider -p no:randomly -o addopts= -q -W ignore "${deselect[@]}" "$@"
   "$python" "$here/tally.py" "$results" "HyperCommGrid tests of $tag, $who"
 }
 
-case "$target" in
-  ours | peer) run "$target" "$@" ;;
-  all) run peer "$@"; run ours "$@" ;;
-  *) echo "usage: $0 [ours|peer|all] [pytest args]" >&2; exit 2 ;;
-esac
+peer_targets "$target" "[ours|peer|all] [pytest args]" "peer ours" "$@"

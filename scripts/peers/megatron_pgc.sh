@@ -16,9 +16,8 @@
 # scripts/peers/megatron_mocker.py (a `mocker` fixture from unittest.mock where pytest-mock is
 # not installed); the peer's test file runs unchanged. Not part of CI: the test file lives only in
 # the Megatron-LM mirror.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=_launch.sh
+source "$(dirname "$0")/_launch.sh"
 target="${1:-all}"
 version="${2:-0.19.2}"
 shift $(( $# > 2 ? 2 : $# ))
@@ -28,42 +27,25 @@ tag="$(megatron_tag "$version")"
 tree="${MEGATRON_TREE:-/tmp/megatron-lm-pgc-tests-$tag}"
 mirror="${MEGATRON_MIRROR:-/work/.mirror/NVIDIA+Megatron-LM/repo}"
 suite=tests/unit_tests/test_process_groups_config.py
-if [[ ! -f "$tree/$suite" ]]; then
-  mkdir -p "$tree"
-  git --git-dir="$mirror" archive "$tag" tests/__init__.py tests/unit_tests/__init__.py \
-    tests/unit_tests/test_utilities.py "$suite" | tar -x -C "$tree"
-fi
+peer_extract "$mirror" "$tag" "$tree" tests/__init__.py tests/unit_tests/__init__.py \
+  tests/unit_tests/test_utilities.py "$suite"
 oracle=""
 if [[ "$version" != 0.16.1 ]]; then
-  oracle="$repo/.venv/oracles/megatron-core-$version"
-  if [[ ! -f "$oracle/megatron/core/parallel_state.py" ]]; then
-    echo "$oracle is missing; run ORACLE=1 scripts/setup.sh" >&2
-    exit 2
-  fi
+  oracle="$(peer_oracle "$version" megatron/core/parallel_state.py)"
 fi
-python="$repo/.venv/bin/python"
-torchrun="$repo/.venv/bin/torchrun"
 
 run() {  # run TARGET [pytest args]: the suite on $NPROC ranks, then the tally
   local who="$1"
   shift
   local results
   results="$(mktemp -d -t "megatron-pgc-$version-$who.XXXX")"
-  local port
-  port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-  (
-    cd "$tree"
+  peer_run "$who" "$results" "$tree" 600 \
     PEER_TARGET="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 NO_VCS_VERSION=1 \
-    PYTHONPATH="$here:$repo/src${oracle:+:$oracle}:$tree${PYTHONPATH:+:$PYTHONPATH}" \
-      timeout "${PEER_TIMEOUT:-600}" "$torchrun" --nproc-per-node "${NPROC:-8}" \
-      --master-port "$port" -m pytest "$suite" -p megatron_harness -p megatron_mocker \
-      --noconftest -p no:cacheprovider -o addopts= -q -W ignore "$@" >"$results/log.txt" 2>&1
-  ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
+    PYTHONPATH="$(peer_path "$here" "$repo/src" "$oracle" "$tree")" -- \
+    "$torchrun" --nproc-per-node "${NPROC:-8}" --master-port "$(peer_port)" \
+    -m pytest "$suite" -p megatron_harness -p megatron_mocker \
+    --noconftest -p no:cacheprovider -o addopts= -q -W ignore "$@"
   "$python" "$here/tally.py" "$results" "megatron-core $version, $who"
 }
 
-case "$target" in
-  ours | peer | installed) run "$target" "$@" ;;
-  all) run peer "$@"; run installed "$@"; run ours "$@" ;;
-  *) echo "usage: $0 [ours|peer|installed|all] [VERSION] [pytest args]" >&2; exit 2 ;;
-esac
+peer_targets "$target" "[ours|peer|installed|all] [VERSION] [pytest args]" "peer installed ours" "$@"

@@ -23,50 +23,33 @@
 #   and counts each grid's create_pg(..., pg_options=) calls; ours makes every module's groups in
 #   one schedule (no create_pg per family) and has no pg_collection_from_grid.
 # Not part of CI; about 2.5 minutes for both targets on 2 cores.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=_launch.sh
+source "$(dirname "$0")/_launch.sh"
 target="${1:-all}"
 shift $(( $# > 0 ? 1 : 0 ))
 commit="d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 tree="${MEGATRON_TREE:-/tmp/megatron-lm-mimo-tests-${commit:0:10}}"
 mirror="${MEGATRON_MIRROR:-/work/.mirror/NVIDIA+Megatron-LM/repo}"
 test_file="tests/unit_tests/test_mimo_hetero_topology.py"
-if [[ ! -f "$tree/$test_file" ]]; then
-  mkdir -p "$tree"
-  git --git-dir="$mirror" archive "$commit" tests/__init__.py tests/unit_tests/__init__.py \
-    tests/unit_tests/test_utilities.py "$test_file" examples/__init__.py examples/mimo/__init__.py \
-    examples/mimo/training/__init__.py examples/mimo/training/topology.py | tar -x -C "$tree"
-fi
-oracle="$repo/.venv/oracles/megatron-core-0.19.2"
-if [[ ! -f "$oracle/megatron/core/models/mimo/config/role.py" ]]; then
-  echo "$oracle is missing; run ORACLE=1 scripts/setup.sh" >&2
-  exit 2
-fi
-python="$repo/.venv/bin/python"
-torchrun="$repo/.venv/bin/torchrun"
+peer_extract "$mirror" "$commit" "$tree" tests/__init__.py tests/unit_tests/__init__.py \
+  tests/unit_tests/test_utilities.py "$test_file" examples/__init__.py examples/mimo/__init__.py \
+  examples/mimo/training/__init__.py examples/mimo/training/topology.py
+oracle="$(peer_oracle 0.19.2 megatron/core/models/mimo/config/role.py)"
 
 run() {  # run TARGET [pytest args]: the file on 8 ranks, then the tally
   local who="$1"
   shift
-  local results port
+  local results
   results="$(mktemp -d -t "mimo_hetero_topology-$who.XXXX")"
-  port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-  (
-    cd "$tree"
+  peer_run "$who" "$results" "$tree" 600 \
     PEER_TARGET=peer PEER_GRID="$who" PEER_RESULTS="$results" OMP_NUM_THREADS=1 NO_VCS_VERSION=1 \
-    PYTHONPATH="$here:$repo/src:$oracle:$tree${PYTHONPATH:+:$PYTHONPATH}" \
-      timeout "${PEER_TIMEOUT:-600}" "$torchrun" --nproc-per-node 8 --master-port "$port" \
-      -m pytest "$test_file" --rootdir "$tree" -p bridge_communicator_harness -p megatron_harness \
-      -p mimo_hetero_topology_harness --noconftest -p no:cacheprovider -p no:randomly \
-      -o addopts= -q -W ignore "$@" >"$results/log.txt" 2>&1
-  ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
+    PYTHONPATH="$(peer_path "$here" "$repo/src" "$oracle" "$tree")" -- \
+    "$torchrun" --nproc-per-node 8 --master-port "$(peer_port)" \
+    -m pytest "$test_file" --rootdir "$tree" -p bridge_communicator_harness -p megatron_harness \
+    -p mimo_hetero_topology_harness --noconftest -p no:cacheprovider -p no:randomly \
+    -o addopts= -q -W ignore "$@"
   cat "$results/grid.txt" 2>/dev/null || true
   "$python" "$here/tally.py" "$results" "test_mimo_hetero_topology at ${commit:0:10}, $who"
 }
 
-case "$target" in
-  ours | peer) run "$target" "$@" ;;
-  all) run peer "$@"; run ours "$@" ;;
-  *) echo "usage: $0 [ours|peer|all] [pytest args]" >&2; exit 2 ;;
-esac
+peer_targets "$target" "[ours|peer|all] [pytest args]" "peer ours" "$@"

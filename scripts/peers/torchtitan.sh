@@ -23,16 +23,14 @@
 # refuses at construction as torchtitan main does (#4258; main's test asserts that error) and
 # 0.3.0 only inside build_mesh. Not part of CI; its 8-rank classes spawn 8 processes each: 14
 # minutes per target on the 2-core machine under a load average of 18.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=_launch.sh
+source "$(dirname "$0")/_launch.sh"
 target="${1:-all}"
 shift $(( $# > 0 ? 1 : 0 ))
 ref="${TORCHTITAN_REF:-4f9e9a47d49dfbcac960857dd67748c67aecd2e5}"
 mirror="${TORCHTITAN_MIRROR:-/work/.mirror/pytorch+torchtitan/repo}"
 tree="${TORCHTITAN_TREE:-/tmp/topology-peers/torchtitan@$ref}"
 deps="${PEER_DEPS:-/tmp/topology-peers/mesh-deps}"
-python="$repo/.venv/bin/python"
 test_file="tests/unit_tests/test_parallel_dims.py"
 if [[ ! -f "$tree/$test_file" ]]; then
   mkdir -p "$tree.partial"
@@ -56,19 +54,13 @@ run() {  # run TARGET [pytest args]: the file, then the tally
   shift
   local results
   results="$(mktemp -d -t "torchtitan-$who.XXXX")"
-  (
-    cd "$tree"
+  peer_run "$who" "$results" "$tree" 900 \
     TOPOLOGY_PEER=torchtitan TOPOLOGY_PEER_IMPL="$who" PEER_RESULTS="$results" \
-    PYTHONPATH="$here/mesh_facades:$here:$repo/src:$tree:$deps${PYTHONPATH:+:$PYTHONPATH}" \
-      timeout "${PEER_TIMEOUT:-900}" "$python" -m pytest "$test_file" --rootdir "$tree" \
-      -p peer_outcomes -p no:cacheprovider -p no:randomly -o addopts= -q -W ignore \
-      "${deselect[@]}" "$@" >"$results/log.txt" 2>&1
-  ) || echo "($who: pytest exited with $?; log: $results/log.txt)"
+    PYTHONPATH="$(peer_path "$here/mesh_facades" "$here" "$repo/src" "$tree" "$deps")" -- \
+    "$python" -m pytest "$test_file" --rootdir "$tree" \
+    -p peer_outcomes -p no:cacheprovider -p no:randomly -o addopts= -q -W ignore \
+    "${deselect[@]}" "$@"
   "$python" "$here/tally.py" "$results" "torchtitan ParallelDims tests at ${ref:0:8}, $who"
 }
 
-case "$target" in
-  ours | peer) run "$target" "$@" ;;
-  all) run peer "$@"; run ours "$@" ;;
-  *) echo "usage: $0 [ours|peer|all] [pytest args]" >&2; exit 2 ;;
-esac
+peer_targets "$target" "[ours|peer|all] [pytest args]" "peer ours" "$@"

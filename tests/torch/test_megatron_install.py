@@ -501,8 +501,9 @@ def _hybrid_groups() -> dict[int, list[int]]:
 
 def test_hybrid_context_parallel_builds_our_groups_for_megatrons_getter() -> None:
     """hybrid_context_parallel=True (refused before issue 33): Megatron's own getter answers, on
-    our groups (made on first use), the ranks it answers on Megatron's own; destroy leaves an
-    empty dict; an odd dp * cp is Megatron's AssertionError."""
+    our groups (made on first use), the ranks it answers on Megatron's own; each joins
+    Megatron's ``_global_process_group_list`` as its ``create_group`` lists its own; destroy
+    destroys them and leaves an empty dict; an odd dp * cp is Megatron's AssertionError."""
     with fake_world(rank=5), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = _hybrid_groups()
@@ -512,8 +513,12 @@ def test_hybrid_context_parallel_builds_our_groups_for_megatrons_getter() -> Non
         try:
             assert _hybrid_groups() == theirs == {2: [4, 5], 4: [4, 5, 6, 7]}
             assert dict(ps._HYBRID_DP_CP_GROUPS).keys() == {2, 4}
+            made = list(ps._HYBRID_DP_CP_GROUPS.values())
+            listed = ps._global_process_group_list
+            assert [g for g in listed if any(g is m for m in made)] == made  # once each
             ps.destroy_model_parallel()
-            assert ps._HYBRID_DP_CP_GROUPS == {}
+            assert ps._HYBRID_DP_CP_GROUPS == {} and ps._global_process_group_list is None
+            assert not [g for g in made if g in dist.distributed_c10d._world.pg_map]
             with pytest.raises(AssertionError, match=r"even dp \* cp, got dp\(1\) \* cp\(1\)"):
                 ps.initialize_model_parallel(
                     tensor_model_parallel_size=8, hybrid_context_parallel=True

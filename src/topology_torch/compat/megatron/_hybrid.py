@@ -13,13 +13,23 @@ collectives of the whole default group and always run there.
 
 SPMD contract for lazy groups: every member of a block asks for its size (Megatron's
 dynamic-CP schedule does: the members are the ranks that run that sequence together).
+
+Megatron's dev branch (``dynamic_context_parallel=True``) also makes one-rank groups where
+``min_dynamic_context_parallel_size`` is 1 (its default) and, after making the groups, warms
+each communicator up with a barrier (dev ``parallel_state.py:937-948`` at d48bd6be0a, the base
+of PR #6479; the PR, at 986bf45787, makes it optional as
+``eager_initialize_dynamic_cp_communicators`` and skips size 1: ``parallel_state.py:944-953``).
+:func:`warm_up` is that barrier for eagerly made groups on an NCCL default group, whose
+communicators are otherwise made on first use; gloo connects a group when it is made, and a
+lazily made group is used at once, so neither needs one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from topology import GroupList, TopologyError
@@ -29,13 +39,26 @@ from ..._creation_plan import Channel, key_of
 from ..._process_groups import release
 from .._errors import FacadeKeyError
 
-__all__ = ["HYBRID_GROUPS", "HybridGroups", "current", "group", "make", "release_all"]
+__all__ = [
+    "HYBRID_GROUPS",
+    "HybridGroups",
+    "current",
+    "group",
+    "made_hooks",
+    "make",
+    "release_all",
+    "warm_up",
+]
 
 HYBRID_GROUPS = ("lazy", "eager")
 """When the members-only hybrid groups are made: on first get, or in initialize_model_parallel."""
 
 _made = 0  # how many HybridGroups this process made (names each one's communicators apart)
 _current: HybridGroups | None = None
+
+made_hooks: list[Callable[[Any], None]] = []
+"""Called with each group made (``install()`` lists a lazily made one where Megatron's
+``create_group`` lists its groups: ``_global_process_group_list``)."""
 
 
 class HybridGroups(dict[int, Any]):
@@ -96,6 +119,8 @@ class HybridGroups(dict[int, Any]):
         if self._strategy not in ("split", "all"):
             self._registry.new_local(tuple(mine), channel)
         self[size] = self._registry.get(key_of(tuple(mine), channel))
+        for hook in made_hooks:
+            hook(self[size])
 
     def release(self) -> None:
         """Destroy the groups made; every later lookup is a ``KeyError``."""
@@ -107,19 +132,47 @@ class HybridGroups(dict[int, Any]):
         self.clear()
 
 
-def make(blocks: Mapping[int, GroupList], strategy: str, options: Any, eager: bool) -> None:
+def make(
+    blocks: Mapping[int, GroupList], strategy: str, options: Any, eager: bool, whole: Any
+) -> None:
     """This rank's hybrid groups of ``blocks`` (:func:`topology.hybrid_cp_groups`), made now
-    where ``strategy`` is a collective of every rank or ``eager``, else on first use."""
+    where ``strategy`` is a collective of every rank or ``eager``, else on first use; ``eager``
+    also warms them and ``whole`` (the dp-cp group) up (:func:`warm_up`)."""
     global _current
     release_all()
     made = HybridGroups(blocks, strategy, options)
     if eager or strategy in ("split", "all"):
         try:
             made.make_all()
+            if eager:
+                warm_up([*(made[size] for size in made.sizes if size > 1), whole])
         except BaseException:
             made.release()
             raise
     _current = made
+
+
+def warm_up(groups: list[Any]) -> None:
+    """Megatron's eager warm-up: a barrier on each of ``groups`` (this rank's hybrid groups
+    above size 1, ascending, then the dp-cp group) where the default group is NCCL, whose
+    communicators torch makes on first use; nothing elsewhere (gloo's connect when made).
+
+    Transcribed from Megatron's ``parallel_state.py:945-953`` in PR #6479 (986bf45787)::
+
+        for group_size in group_sizes:   # the sizes made, then dp * cp
+            if group_size == 1:
+                continue
+            group = get_dynamic_data_context_parallel_groups(group_size=group_size)
+            torch.distributed.barrier(group=group, device_ids=[torch.cuda.current_device()])
+            torch.cuda.synchronize()
+
+    SPMD contract: every rank calls it with its own groups of the same sizes, in that order.
+    """
+    if "nccl" not in str(dist.get_backend()):
+        return
+    for made in groups:
+        dist.barrier(group=made, device_ids=[torch.cuda.current_device()])
+        torch.cuda.synchronize()
 
 
 def current() -> HybridGroups | None:

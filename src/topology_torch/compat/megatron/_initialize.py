@@ -3,8 +3,9 @@
 The arguments are the union of megatron-core 0.16.1 to 0.19.2's: 0.16's positional order, then
 0.17's ``rank_offset`` and ``local_world_size``, 0.19's ``gtp_remat_size`` and
 ``expert_gtp_remat_size``, and ``dynamic_context_parallel`` (Megatron's dev-branch spelling of
-``hybrid_context_parallel``) as keywords. Megatron's order of checks is kept: its assertions on the
-switches, sizes that do not fit (``RuntimeError``), then "already initialized".
+``hybrid_context_parallel``) with its ``min_dynamic_context_parallel_size`` as keywords.
+Megatron's order of checks is kept: its assertions on the switches, sizes that do not fit
+(``RuntimeError``), then "already initialized".
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def initialize_model_parallel(
     gtp_remat_size: int = 1,
     expert_gtp_remat_size: int = 1,
     dynamic_context_parallel: bool = False,
+    min_dynamic_context_parallel_size: int = 1,
     strategy: str = "auto",
     hybrid_groups: str = "lazy",
 ) -> None:
@@ -107,10 +109,14 @@ def initialize_model_parallel(
     companions. ``hybrid_context_parallel`` (or ``dynamic_context_parallel``) adds Megatron's
     hybrid dp-cp groups (``get_hybrid_data_context_parallel_groups(group_size=...)``, blocks of
     2, 4, ... members of each dp-cp group, :func:`topology.hybrid_cp_groups`) in one creation
-    call per size and rank; ``hybrid_groups`` (ours) says when: ``"lazy"`` on a size's first
-    get where the strategy makes members-only groups, ``"eager"`` here (``split`` and ``all``
-    always make them here). Our groups span the whole default group: ``rank_offset`` must be 0
-    and ``local_world_size`` None or the world size. ``strategy`` is ours (see
+    call per size and rank; the dynamic spelling follows Megatron's dev branch: sizes from
+    ``min_dynamic_context_parallel_size`` (default 1: one-rank groups too), where 0.19.2's
+    hybrid ones start at 2 (or at that minimum, if above). ``hybrid_groups`` (ours) says when:
+    ``"lazy"`` on a size's first get where the strategy makes members-only groups, ``"eager"``
+    here (``split`` and ``all`` always make them here), then, on NCCL, a warm-up barrier on each
+    group as Megatron's dev branch does (its ``eager_initialize_dynamic_cp_communicators``).
+    Our groups span the whole default group: ``rank_offset`` must be 0 and
+    ``local_world_size`` None or the world size. ``strategy`` is ours (see
     ``ProcessGroups.create``; ``auto`` picks the fastest the default group allows).
 
     Raises:
@@ -165,7 +171,11 @@ def initialize_model_parallel(
     if made.hybrid is not None:
         try:
             _hybrid.make(
-                made.hybrid, groups().strategy, made.options.get("dp-cp"), hybrid_groups == "eager"
+                made.hybrid,
+                groups().strategy,
+                made.options.get("dp-cp"),
+                hybrid_groups == "eager",
+                groups().group("dp-cp"),
             )
         except BaseException:
             destroy_model_parallel()
@@ -216,6 +226,7 @@ def plan(
     gtp_remat_size: int = 1,
     expert_gtp_remat_size: int = 1,
     dynamic_context_parallel: bool = False,
+    min_dynamic_context_parallel_size: int = 1,
 ) -> Plan:
     """Check :func:`initialize_model_parallel`'s arguments in Megatron's order; make nothing.
 
@@ -265,9 +276,12 @@ def plan(
         configs, topology, str(dist.get_backend()), pipeline_model_parallel_comm_backend
     )
     hybrid = None
+    smallest = check_size("min_dynamic_context_parallel_size", min_dynamic_context_parallel_size)
     if hybrid_context_parallel or dynamic_context_parallel:
-        try:
-            hybrid = hybrid_cp_groups(topology)  # Megatron asserts an even dp * cp
+        if not dynamic_context_parallel:
+            smallest = max(smallest, 2)  # 0.19.2's hybrid groups start at 2, dev's dynamic at 1
+        try:  # Megatron asserts an even dp * cp, and (its arguments) a minimum up to dp * cp
+            hybrid = hybrid_cp_groups(topology, min_size=smallest)
         except TopologyError as error:
             raise FacadeAssertionError(str(error)) from error
     return Plan(topology, _gloo(topology, create_gloo_process_groups, gtp), options, hybrid)

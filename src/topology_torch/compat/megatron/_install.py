@@ -121,6 +121,7 @@ def install(*, hybrid_groups: str = "lazy") -> None:
     _rebind(originals, replacements)
     _filled = filled
     _state.destroy_hooks.append(_forget)
+    _hybrid.made_hooks.append(_register)
     _originals = originals
 
 
@@ -146,6 +147,7 @@ def uninstall() -> None:
     installed = {name: getattr(state, name) for name in _PATCHED}
     _rebind(installed, _originals)
     _state.destroy_hooks.remove(_forget)
+    _hybrid.made_hooks.remove(_register)
     _originals = None
 
 
@@ -281,6 +283,15 @@ def _forget() -> None:
     """The façade's own ``destroy_model_parallel`` ran: Megatron's globals forget our groups."""
     if _live and _MODULE in sys.modules:
         _clear(sys.modules[_MODULE])
+
+
+def _register(group: Any) -> None:
+    """A hybrid group made after initialize (on first get) joins Megatron's list of this rank's
+    groups, as its ``create_group`` adds each group it makes (``update_pg_timeout`` reads it);
+    those made in initialize are listed by :func:`_published`."""
+    listed = getattr(sys.modules.get(_MODULE), "_global_process_group_list", None)
+    if _live and isinstance(listed, list) and all(g is not group for g in listed):
+        listed.append(group)
 
 
 def _facade_arguments(arguments: inspect.BoundArguments) -> dict[str, Any]:
