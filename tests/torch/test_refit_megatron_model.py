@@ -26,35 +26,20 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 
+from tests.torch.test_refit_round_trip import DEEPSEEK as ROUND_TRIP_DEEPSEEK
+from tests.torch.test_refit_round_trip import LLAMA, MIXTRAL
 from tests.torch.world import run_world
 from topology import Allocation, Architecture, Host, Topology
 
-LLAMA = Architecture(4, 16, 100, 32, 8, 2, 4)
-"""2 KV heads (vLLM tp 4 replicates each on 2 ranks); vocabulary 100 (vLLM pads it to 128)."""
+# The round trip's models: LLAMA has 2 KV heads (vLLM tp 4 replicates each on 2 ranks) and a
+# vocabulary of 100 (vLLM pads it to 128); MIXTRAL 8 experts.
 TIED = attrs.evolve(LLAMA, tied_embeddings=True)
 """pp 2 holds the word embeddings on both stages: the last as its ``output_layer.weight``."""
-MIXTRAL = Architecture(2, 8, 64, 16, 4, 2, 2, experts=8, top_k=2, moe_ffn=16, family="mixtral")
 QWEN3_MOE = Architecture(
     2, 16, 64, 32, 4, 2, 4, experts=4, top_k=2, moe_ffn=8, qk_norm=True, family="qwen3_moe"
 )
 """Per-head q and k norms (``q_layernorm``/``k_layernorm``, whole on every rank) and experts."""
-DEEPSEEK = Architecture(
-    2,
-    16,
-    64,
-    32,
-    4,
-    4,
-    4,
-    experts=4,
-    top_k=2,
-    moe_ffn=8,
-    dense_layers=1,
-    shared_ffn=8,
-    mla=(8, 6, 4, 2, 4),
-    router_bias=True,
-    family="deepseek_v3",
-)
+DEEPSEEK = attrs.evolve(ROUND_TRIP_DEEPSEEK, layers=2, vocab=64, experts=4)
 """MLA (q and kv LoRA with their norms), a dense first layer, shared experts, the router's
 ``expert_bias`` (a buffer of Megatron's router, not a parameter)."""
 
