@@ -303,10 +303,8 @@ class EngineTarget:
         found = self._keys.get(param.name)
         if found is None:
             tensors = self.tensors(param)
-            found = self._keys[param.name] = (
-                tuple([(h.role, h.shape, h.blocks) for h in tensors]),
-                self._holders(param, tensors),
-            )
+            kinds = tuple([(h.role, h.shape, h.blocks) for h in tensors])
+            found = self._keys[param.name] = (kinds, self._holders(param, tensors))
         return (param.shape, param.cut_dim, *found)
 
     def _holders(self, param: Param, tensors: list[HFWeight]) -> tuple[int, ...] | None:

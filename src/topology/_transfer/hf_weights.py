@@ -39,6 +39,7 @@ from .._args import check_size, show
 from .._errors import TopologyError
 from .._fields import text, whole
 from .params import Param, sibling
+from .planner import bulk
 from .weights import architecture_of, weights
 
 __all__ = ["RULES", "HFWeight", "Rule", "hf_weights"]
@@ -230,7 +231,8 @@ def hf_weights(model: str | Architecture, itemsize: int = 2) -> list[HFWeight]:
     """
     found = architecture_of(model)
     check_size("itemsize", itemsize)
-    return list(_listed(found, itemsize))
+    with bulk():  # tens of thousands of acyclic records: no cyclic collection while made
+        return list(_listed(found, itemsize))
 
 
 @functools.lru_cache(maxsize=8)

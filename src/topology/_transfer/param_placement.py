@@ -265,7 +265,8 @@ def placement_key(
 
 class PlacementKeys:
     """:func:`placement_key` of many weights in one layout: the grid, cut axis and GTP size of
-    each sharding, the widths checked and the stages of each layer are computed once."""
+    each sharding, the widths checked, the stages of each layer and the expert coordinate of each
+    expert are computed once."""
 
     def __init__(
         self, topology: Topology, num_layers: int, pipeline_split: PipelineSplit | None
@@ -275,6 +276,7 @@ class PlacementKeys:
         self._grids: dict[tuple[str, bool], tuple[Grid, str, int, int]] = {}
         self._widths: set[tuple[tuple[int, ...], int]] = set()
         self._stages: dict[tuple[int | None, str], tuple[tuple[int, int], ...]] = {}
+        self._coords: dict[tuple[str, int | None, int | None], tuple[tuple[str, int], ...]] = {}
 
     def key(self, param: Param) -> Hashable:
         """``param``'s :func:`placement_key` in this layout."""
@@ -291,14 +293,17 @@ class PlacementKeys:
         if (parts, split) not in self._widths:
             shard_size(param, split, axis)
             self._widths.add((parts, split))
-        coord = _expert_coord(self.topology, param, grid)
+        coord = self._coords.get((row.grid, param.expert, param.num_experts))
+        if coord is None:
+            coord = tuple(_expert_coord(self.topology, param, grid).items())
+            self._coords[row.grid, param.expert, param.num_experts] = coord
         where = (param.layer, param.position)
         stages = self._stages.get(where)
         if stages is None:
             stages = _stages(self.topology, param, self.num_layers, self.split)
             self._stages[where] = stages
         cut = gtp if gtp == 1 or param.cut_dim == 0 else (gtp, param.shape[0])
-        return (row.grid, row.dim is not None, parts, stages, tuple(coord.items()), cut)
+        return (row.grid, row.dim is not None, parts, stages, coord, cut)
 
 
 def param_placement(

@@ -13,6 +13,8 @@ every part, in part order (Megatron's fused ``linear_fc1`` keeps ``[gate_a; up_a
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -218,17 +220,18 @@ def sibling(first: Record, **changes: Any) -> Record:
     True
     """
     kind = type(first)
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = tuple(field.name for field in attrs.fields(kind))  # type: ignore[arg-type]
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        names = tuple(field.name for field in attrs.fields(kind))  # type: ignore[arg-type]
+        fields = _FIELDS[kind] = (names, operator.attrgetter(*names, *names[:1]))  # a tuple
     found = object.__new__(kind)
     put = object.__setattr__
-    for name in names:
-        put(found, name, getattr(first, name))
+    for name, value in zip(fields[0], fields[1](first), strict=False):  # the first twice
+        put(found, name, value)
     for name, value in changes.items():
         put(found, name, value)
     return found
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
-"""The field names of each record type :func:`sibling` copied."""
+_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+"""The field names of each record type :func:`sibling` copied, and a getter of their values."""

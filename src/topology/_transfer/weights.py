@@ -27,6 +27,7 @@ from .._architecture.presets import ARCHITECTURES
 from .._args import check_size, format_choices, show
 from .._errors import TopologyError
 from .params import Param, sibling
+from .planner import bulk
 
 __all__ = ["architecture_of", "weights"]
 
@@ -56,7 +57,8 @@ def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
     """
     found = architecture_of(model)
     check_size("itemsize", itemsize)
-    return list(_listed(found, itemsize))
+    with bulk():  # tens of thousands of acyclic records: no cyclic collection while made
+        return list(_listed(found, itemsize))
 
 
 @functools.lru_cache(maxsize=8)
