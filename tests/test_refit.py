@@ -241,8 +241,10 @@ def test_the_ranks_of_a_class_hold_alike(model: Architecture, engine: str, offse
         assert len(set(ranks)) == len(ranks)
         if not target.routed(hf):
             assert sorted(ranks) == list(range(offset, offset + layout.world_size))
-        for _, rank, members in classes:
+        signatures = target.routed_signatures if target.routed(hf) else target.dense_signatures
+        for of, rank, members in classes:
             assert list(members) == sorted(members) and members[0] == rank + offset
+            assert members == signatures.ranks[of]  # a class holds all or none of an expert
             for world in members:
                 try:
                     held = holding(layout, hf.role, hf.shape, model, world - offset, hf.expert)
