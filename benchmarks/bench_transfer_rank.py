@@ -15,7 +15,8 @@ the call alone, timed inside the child, without the interpreter's start and impo
   ``topology.transfer_rank``, one pass over the weights without the whole plan;
 - ``into vllm``: the same two ranks with the generation side vLLM's layout
   (``engine=vllm,tp=8,dp=world/8,ep=world``, ``topology.refit_rank``; the call includes the
-  Hugging Face weight list and the engine's placements);
+  Megatron and Hugging Face weight lists, made once per model and cached, so these children
+  make no weight list before the call, and the engine's placements);
 - ``--write-plans``: ``topology transfer ... --write-plans DIR`` (the plan once, then one
   JSON-lines file per rank, streamed, and ``manifest.json``), with the lines and bytes written;
   its manifest gives the most bytes a rank sends over that statistic's lower bound.
@@ -58,7 +59,7 @@ from topology import (PipelineSplit, Topology, read_model_config, refit_rank, tr
 world, what = int(sys.argv[1]), sys.argv[2]
 ENGINE = f"engine=vllm,tp=8,dp={world // 8},ep={world}"
 model = read_model_config(sys.argv[3])
-params = weights(model)
+params = [] if what.startswith("engine") else weights(model)  # the engine rows list their own
 src = Topology(world, tp=8, pp=16, ep=64, etp=1)
 dst = Topology(world, tp=8, ep=64, etp=1, rank_offset=world)
 split = PipelineSplit(first_stage_layers=3, last_stage_layers=2)

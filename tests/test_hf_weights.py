@@ -83,6 +83,23 @@ def test_the_two_vocabularies_hold_the_same_elements(model: Architecture) -> Non
     assert ("lm_head.weight" in {w.name for w in listed}) is not model.tied_embeddings
 
 
+@given(architectures())
+def test_every_listed_record_equals_its_checked_construction(model: Architecture) -> None:
+    """Most weights and tensors are made as siblings of a checked one (``params.sibling``) and
+    the lists once per model: each record equals (and hashes as) the one its fields make with
+    every check, and each call returns a list of its own."""
+    listed, tensors = weights(model), hf_weights(model)
+    for record in [*listed, *tensors]:
+        checked = attrs.evolve(record)
+        assert checked == record
+        assert hash(checked) == hash(record)
+        assert repr(checked) == repr(record)
+    assert len({w.name for w in listed}) == len(listed)
+    listed.clear()
+    tensors.clear()
+    assert weights(model) and hf_weights(model)
+
+
 def test_the_roles_are_the_shared_list() -> None:
     """ROLES is exactly the vocabulary every helper of issue 32 shares, in order."""
     assert ROLES == (

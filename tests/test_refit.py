@@ -224,6 +224,38 @@ LLAMA = Architecture(2, 16, 64, 32, 4, 2, 4)
 MIXTRAL = Architecture(1, 8, 64, 16, 4, 2, 2, experts=8, top_k=2, moe_ffn=16, family="mixtral")
 
 
+@settings(max_examples=30, suppress_health_check=[HealthCheck.filter_too_much])
+@given(models(), st.sampled_from(ENGINES), st.integers(0, 3))
+def test_the_ranks_of_a_class_hold_alike(model: Architecture, engine: str, offset: int) -> None:
+    """The engine target asks the rules once per class of ranks (``rank_classes``): the classes
+    of a tensor partition the ranks that may hold it (every rank; a routed expert's holders),
+    each ascending, in the order of their first rank, and what the class holds
+    (``EngineTarget.held``) is what ``holding`` gives each of its ranks."""
+    layout = EngineLayout.from_string(engine)
+    target = EngineTarget(layout, model, rank_offset=offset)
+    for hf in target.weights:
+        classes = target.rank_classes(hf)
+        ranks = [world for _, _, members in classes for world in members]
+        firsts = [members[0] for _, _, members in classes]
+        assert firsts == sorted(firsts)
+        assert len(set(ranks)) == len(ranks)
+        if not target.routed(hf):
+            assert sorted(ranks) == list(range(offset, offset + layout.world_size))
+        signatures = target.routed_signatures if target.routed(hf) else target.dense_signatures
+        for of, rank, members in classes:
+            assert list(members) == sorted(members) and members[0] == rank + offset
+            assert members == signatures.ranks[of]  # a class holds all or none of an expert
+            for world in members:
+                try:
+                    held = holding(layout, hf.role, hf.shape, model, world - offset, hf.expert)
+                except TopologyError:
+                    assume(False)
+                    raise
+                assert target.held(hf, world - offset) == held
+                if target.routed(hf):
+                    assert held.pieces
+
+
 def test_vllm_replicates_a_kv_head_over_the_ranks_beyond_the_kv_heads() -> None:
     """tp 4 over 2 KV heads: ranks 0 and 1 hold KV head 0, each its own q heads (one shard
     each), the fused qkv_proj laid q, k, v (Megatron's group 0 is q rows 0..8, then k 8..12

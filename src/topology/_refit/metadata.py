@@ -5,16 +5,18 @@ ranks hold which box of it, copied into which box of which of their local tensor
 name: ``qkv_proj``, ``experts.w13_weight``). Ranks that hold the same boxes in the same local
 tensor are one entry, their ranks written as runs (:func:`~topology._transfer.metadata.rank_runs`).
 Tensors that the rules cut alike (same role and shape; a routed expert's own, since its holders
-differ) share their entries, computed once: the work is the engine's ranks times the distinct
-tensor kinds plus each expert's holders, not the ranks times the tensors.
+differ) share their entries, computed once, and ranks of one class (they hold the same of the
+tensor: :meth:`~topology._refit.target.EngineTarget.rank_classes`) one :func:`holding` call: the
+work is the classes of ranks times the distinct tensor kinds plus each expert's holders, not the
+ranks times the tensors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
-from .._engine.rules import Piece, holding
+from .._engine.rules import Piece
 from .._transfer.hf_weights import HFWeight
 from .._transfer.metadata import DTYPES, rank_runs
 from .target import Box, EngineTarget, engine_name
@@ -41,11 +43,10 @@ def engine_table(target: EngineTarget) -> list[dict[str, Any]]:
     classes: dict[Hashable, list[tuple[str, list[int], list[list[int]], list[Any]]]] = {}
     table = []
     for hf in target.weights:
-        ranks = target.ranks_of(hf)
-        key = (hf.role, hf.shape, hf.expert, ranks if hf.expert is not None else None)
+        key = (hf.role, hf.shape, hf.expert)  # a routed expert's holders follow from its index
         found = classes.get(key)
         if found is None:
-            found = classes[key] = _holders(target, hf, ranks)
+            found = classes[key] = _holders(target, hf)
         table.append(
             {
                 "name": hf.name,
@@ -66,25 +67,30 @@ def engine_table(target: EngineTarget) -> list[dict[str, Any]]:
 
 
 def _holders(
-    target: EngineTarget, hf: HFWeight, ranks: tuple[int, ...]
+    target: EngineTarget, hf: HFWeight
 ) -> list[tuple[str, list[int], list[list[int]], list[Any]]]:
-    """``(local tensor, its shape, world rank runs, pieces)`` per group of ``ranks`` holding
-    the same boxes of ``hf`` in the same local tensor, in the order of their first rank."""
-    groups: dict[tuple[str, tuple[int, ...], tuple[Piece, ...]], list[int]] = {}
-    for rank in ranks:
-        held = holding(target.layout, hf.role, hf.shape, target.model, rank, hf.expert)
+    """``(local tensor, its shape, world rank runs, pieces)`` per group of the ranks that may hold
+    ``hf`` (:meth:`EngineTarget.rank_classes`) holding the same boxes of it in the same local
+    tensor, in the order of their first rank (one :func:`holding` per class of ranks)."""
+    groups: dict[tuple[str, tuple[int, ...], tuple[Piece, ...]], list[tuple[int, ...]]] = {}
+    for _, rank, members in target.rank_classes(hf):
+        held = target.held(hf, rank)
         if held.pieces:
-            group = (held.param, held.shape, held.pieces)
-            groups.setdefault(group, []).append(rank + target.rank_offset)
+            groups.setdefault((held.param, held.shape, held.pieces), []).append(members)
     return [
         (
             local,
             list(shape),
-            rank_runs(members),
+            rank_runs(_merged(members)),
             [{"from": _box(p.source), "to": _box(p.target)} for p in pieces],
         )
         for (local, shape, pieces), members in groups.items()
     ]
+
+
+def _merged(members: list[tuple[int, ...]]) -> Sequence[int]:
+    """The ranks of some classes of ranks (each ascending), ascending."""
+    return members[0] if len(members) == 1 else sorted(r for ranks in members for r in ranks)
 
 
 def _box(box: Box) -> list[list[int]]:

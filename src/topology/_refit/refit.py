@@ -35,6 +35,7 @@ from .._megatron.topology import Topology
 from .._transfer.hf_weights import hf_weights
 from .._transfer.params import Param
 from .._transfer.plan import RankTransfer, Transfer, TransferOp, transfer
+from .._transfer.planner import bulk
 from .._transfer.rank import transfer_rank
 from .._transfer.weights import architecture_of
 from .metadata import engine_table
@@ -262,7 +263,8 @@ def refit(
     >>> plan.plan.stats["max_send_bytes"] == plan.plan.stats["max_send_bound"]
     True
     """
-    target, dst, params = _prepared(engine, model, rank_offset, itemsize)
+    with bulk():  # the engine's placements: acyclic tuples and records
+        target, dst, params = _prepared(engine, model, rank_offset, itemsize)
     plan = transfer(
         src,
         dst,
@@ -307,15 +309,16 @@ def refit_rank(
     >>> mine.tensors()["model.layers.0.self_attn.qkv_proj.weight"]
     (12, 16)
     """
-    target, dst, params = _prepared(engine, model, rank_offset, itemsize)
-    part = transfer_rank(
-        src,
-        dst,
-        params,
-        rank,
-        allocation=allocation,
-        num_layers=target.model.layers,
-        src_pipeline_split=src_pipeline_split,
-        target=target,
-    )
+    with bulk():  # the engine's placements and the pass make acyclic tuples and records
+        target, dst, params = _prepared(engine, model, rank_offset, itemsize)
+        part = transfer_rank(
+            src,
+            dst,
+            params,
+            rank,
+            allocation=allocation,
+            num_layers=target.model.layers,
+            src_pipeline_split=src_pipeline_split,
+            target=target,
+        )
     return RankRefit(part, target.layout, target)

@@ -15,7 +15,9 @@ are listed in the order of its local tensors (tensor by tensor, then by position
 merged, so the ranges laid one after another are the rank's engine layout; ranks holding the same
 ranges form one shard (vLLM's ranks sharing a KV head). Padding rows of a vocabulary receive
 nothing. Each placement is computed once per class (:meth:`EngineTarget.key`: the roles, shapes and
-blocks of the weight's tensors, its shape, and its expert: the layer is not in it).
+blocks of the weight's tensors, its shape, and its expert: the layer is not in it), and the rules
+are asked once per class of ranks (:func:`signatures`: the rule reads a rank only through its
+groups, so at 16,384 vLLM ranks a replicated weight costs tp classes, not 16,384 ranks).
 
 >>> from topology import Architecture, Param, weights
 >>> from topology._engine.layout import EngineLayout
@@ -36,19 +38,18 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Hashable, Iterator, Sequence
-from typing import Any
 
 import attrs
 
 from .._architecture.architecture import Architecture
 from .._engine.layout import GROUPS, EngineLayout
-from .._engine.rules import PLACEMENTS, Piece, holding, rule_of
+from .._engine.rules import PLACEMENTS, Holding, Piece, holding, rule_of
 from .._errors import TopologyError
 from .._transfer.hf_weights import HFWeight, hf_weights
 from .._transfer.param_placement import ParamPlacement, ParamShard
 from .._transfer.params import Param
 
-__all__ = ["Box", "EngineTarget", "Landing", "engine_name"]
+__all__ = ["Box", "EngineTarget", "Landing", "Signatures", "engine_name", "signatures"]
 
 Box = tuple[tuple[int, int], ...]
 """``(start, stop)`` per dim of a tensor."""
@@ -163,11 +164,64 @@ def _merged(runs: list[_Run], tensor: list[int]) -> list[_Run]:
 
 
 @attrs.frozen
+class Signatures:
+    """Engine ranks in classes by their ``(size, index)`` in some of the engine's groups, what
+    :func:`holding` reads of a rank: ranks of one class hold the same of a tensor cut over those
+    groups (:func:`signatures`).
+
+    ``of_rank[r]`` is engine rank ``r``'s class (world rank ``offset + r``); ``ranks[c]`` the
+    world ranks of class ``c``, ascending; classes are numbered in the order of their first rank.
+    """
+
+    offset: int
+    of_rank: tuple[int, ...]
+    ranks: tuple[tuple[int, ...], ...]
+
+    def of(self, world: int) -> int | None:
+        """The class of world rank ``world`` (None: not one of the engine's ranks)."""
+        if not isinstance(world, int):
+            return None
+        rank = world - self.offset
+        return self.of_rank[rank] if 0 <= rank < len(self.of_rank) else None
+
+
+def signatures(layout: EngineLayout, names: Sequence[str], rank_offset: int = 0) -> Signatures:
+    """``layout``'s ranks in classes by their ``(size, index)`` in each group of ``names`` (see
+    :class:`Signatures`); engine rank ``r`` is world rank ``rank_offset + r``.
+
+    >>> found = signatures(EngineLayout("vllm", tp=2, dp=3), ("dense",), rank_offset=10)
+    >>> found.of_rank, found.ranks
+    ((0, 1, 0, 1, 0, 1), ((10, 12, 14), (11, 13, 15)))
+    """
+    ranks = range(layout.world_size)
+    rules = dict.fromkeys(layout.row.groups[name] for name in names)  # a rule once: same values
+    columns = [[rule(layout, r) for r in ranks] for rule in rules]
+    ids: dict[tuple[tuple[int, int], ...], int] = {}
+    of_rank: list[int] = []
+    members: list[list[int]] = []
+    for rank, key in zip(ranks, zip(*columns, strict=True), strict=True):
+        at = ids.setdefault(key, len(ids))
+        if at == len(members):
+            members.append([])
+        members[at].append(rank + rank_offset)
+        of_rank.append(at)
+    return Signatures(rank_offset, tuple(of_rank), tuple(tuple(m) for m in members))
+
+
+_Runs = tuple[tuple[int, int, int, Box, int, tuple[int, ...], str], ...]
+"""A rank's runs of a weight, each with its local tensor's shape and name."""
+
+
+@attrs.frozen
 class _Class:
-    """One class's placement (its ``param`` a stand-in) and each rank's runs and local shapes."""
+    """One class's placement (its ``param`` a stand-in), the runs and local shapes of each class
+    of ranks holding some (``routed``: the classes of :attr:`EngineTarget.routed_signatures`,
+    else of :attr:`EngineTarget.dense_signatures`) and the world ranks holding some, ascending."""
 
     placement: ParamPlacement
-    runs: dict[int, tuple[tuple[int, int, int, Box, int, tuple[int, ...], str], ...]]
+    routed: bool
+    runs: dict[int, _Runs]
+    holders: tuple[int, ...]
 
 
 class EngineTarget:
@@ -194,14 +248,39 @@ class EngineTarget:
         for weight in self.weights:
             self._hf[weight.param.name].append(weight)
         self._classes: dict[Hashable, _Class] = {}
+        self._keys: dict[str, tuple[Hashable, ...]] = {}
+        """Per weight name: the part of its class key its tensors decide."""
+        self._held: dict[tuple[str, tuple[int, ...], int | None, int], Holding] = {}
+        """:func:`holding` per (role, shape, expert, class of ranks)."""
+        self._unions: dict[tuple[bool, tuple[int, ...]], tuple[int, ...]] = {}
+        """The world ranks of some classes of ranks, ascending."""
         self._slots: dict[int, dict[int, int]] = defaultdict(dict)
         """Each expert's holders under expert parallelism: rank -> its local slot."""
         if layout.engine in PLACEMENTS and model.experts > 1:
+            place, group = PLACEMENTS[layout.engine], layout.row.groups["expert_ep"]
             for rank in range(layout.world_size):
-                ranks, index = layout.group("expert_ep", rank)
-                held = PLACEMENTS[layout.engine](model.experts, ranks, index, layout.placement)
+                ranks, index = group(layout, rank)
+                held = place(model.experts, ranks, index, layout.placement)
                 for slot, expert in enumerate(held):
                     self._slots[expert][rank + rank_offset] = slot
+        self._expert_ranks = {expert: tuple(held) for expert, held in self._slots.items()}
+        """Each expert's holders (world ranks, ascending) under expert parallelism."""
+        self._routed: dict[str, bool] = {}
+        """Per role: whether the engine's rule places it by expert parallelism."""
+
+    @functools.cached_property
+    def dense_signatures(self) -> Signatures:
+        """The ranks in classes by their ``(size, index)`` in every group but ``expert_ep``:
+        what :func:`holding` reads of a rank for a tensor that is not a routed expert's (a rule
+        cuts over its ``group``), so ranks of one class hold the same of every such tensor."""
+        names = [name for name in GROUPS if name != "expert_ep"]
+        return signatures(self.layout, names, self.rank_offset)
+
+    @functools.cached_property
+    def routed_signatures(self) -> Signatures:
+        """The ranks in classes by their ``(size, index)`` in every group: what :func:`holding`
+        reads of a rank for a routed expert's tensor (``expert_ep`` picks its experts)."""
+        return signatures(self.layout, GROUPS, self.rank_offset)
 
     def tensors(self, param: Param) -> list[HFWeight]:
         """The Hugging Face tensors ``param`` is made of.
@@ -221,30 +300,60 @@ class EngineTarget:
         """The class of ``param``: its shape and cut dim, its tensors' roles, shapes and blocks
         (what :func:`holding` reads), and for a routed expert's weight the ranks holding the
         expert (not its slot among their experts: :meth:`landing` puts that in)."""
-        tensors = self.tensors(param)
-        return (
-            param.shape,
-            param.cut_dim,
-            tuple((h.role, h.shape, h.blocks) for h in tensors),
-            self._holders(param, tensors),
-        )
+        found = self._keys.get(param.name)
+        if found is None:
+            tensors = self.tensors(param)
+            kinds = tuple([(h.role, h.shape, h.blocks) for h in tensors])
+            found = self._keys[param.name] = (kinds, self._holders(param, tensors))
+        return (param.shape, param.cut_dim, *found)
 
     def _holders(self, param: Param, tensors: list[HFWeight]) -> tuple[int, ...] | None:
         """The world ranks holding a routed expert's weight (None: any other weight)."""
         return self._expert_holders(tensors[0])
 
-    def _expert_holders(self, hf: HFWeight) -> tuple[int, ...] | None:
-        if hf.expert is None or not rule_of(self.layout, self.model, hf.role).expert:
-            return None
-        return tuple(self._slots[hf.expert])
+    def routed(self, hf: HFWeight) -> bool:
+        """Whether ``hf`` is a routed expert's tensor the engine places by expert parallelism
+        (its holders read ``expert_ep``)."""
+        if hf.expert is None:
+            return False
+        found = self._routed.get(hf.role)
+        if found is None:
+            found = self._routed[hf.role] = rule_of(self.layout, self.model, hf.role).expert
+        return found
 
-    def ranks_of(self, hf: HFWeight) -> tuple[int, ...]:
-        """The engine ranks (from 0) that may hold some of ``hf``: a routed expert's holders
-        under the engine's expert placement, else every rank."""
+    def _expert_holders(self, hf: HFWeight) -> tuple[int, ...] | None:
+        if not self.routed(hf):
+            return None
+        return self._expert_ranks.get(hf.expert, ())  # type: ignore[arg-type]
+
+    def rank_classes(self, hf: HFWeight) -> list[tuple[int, int, tuple[int, ...]]]:
+        """The engine ranks that may hold some of ``hf`` (a routed expert's holders, else every
+        rank) in classes holding the same of it: ``(class, an engine rank of it, its world
+        ranks ascending)`` in the order of their first rank (the classes of
+        :attr:`routed_signatures` for a routed expert's tensor, else of
+        :attr:`dense_signatures`)."""
         holders = self._expert_holders(hf)
         if holders is None:
-            return tuple(range(self.layout.world_size))
-        return tuple(sorted(r - self.rank_offset for r in holders))
+            dense = self.dense_signatures
+            return [(c, r[0] - self.rank_offset, r) for c, r in enumerate(dense.ranks)]
+        routed = self.routed_signatures
+        found: dict[int, list[int]] = {}
+        for world in holders:
+            found.setdefault(routed.of_rank[world - self.rank_offset], []).append(world)
+        return [(c, r[0] - self.rank_offset, tuple(r)) for c, r in found.items()]
+
+    def held(self, hf: HFWeight, rank: int) -> Holding:
+        """What engine rank ``rank`` (from 0) holds of ``hf``: :func:`holding`, computed once per
+        class of ranks (:meth:`rank_classes`) and tensor role, shape and expert."""
+        routed = self.routed(hf)
+        classes = self.routed_signatures if routed else self.dense_signatures
+        key = (hf.role, hf.shape, hf.expert, classes.of_rank[rank])
+        found = self._held.get(key)
+        if found is None:
+            found = self._held[key] = holding(
+                self.layout, hf.role, hf.shape, self.model, rank, hf.expert
+            )
+        return found
 
     def placement(self, param: Param, num_layers: int) -> ParamPlacement:
         """``param``'s shards on the engine's ranks (see the module)."""
@@ -255,8 +364,12 @@ class EngineTarget:
         """Where each run of ``param``'s shard on world rank ``rank`` sits in that rank's local
         tensors, in shard order (empty: the rank holds none of it)."""
         tensors = self.tensors(param)
-        found, local = [], 0
-        for lo, hi, position, box, dim, shape, local_name in self._class(param).runs.get(rank, ()):
+        found: list[Landing] = []
+        local = 0
+        held = self._class(param)
+        of = (self.routed_signatures if held.routed else self.dense_signatures).of(rank)
+        runs = held.runs.get(of, ()) if of is not None else ()
+        for lo, hi, position, box, dim, shape, local_name in runs:
             name = engine_name(tensors[position].name, local_name)
             if dim > param.cut_dim:  # a routed expert's tensor: the expert's slot on this rank
                 assert param.expert is not None
@@ -268,7 +381,7 @@ class EngineTarget:
 
     def holders(self, param: Param) -> tuple[int, ...]:
         """The world ranks holding some of ``param``, ascending."""
-        return tuple(sorted(self._class(param).runs))
+        return self._class(param).holders
 
     def _class(self, param: Param) -> _Class:
         key = self.key(param, 0)
@@ -277,49 +390,50 @@ class EngineTarget:
             found = self._classes[key] = self._compute(param)
         return found
 
-    @functools.cached_property
-    def _signatures(self) -> list[Hashable]:
-        """Per engine rank, its ``(size, index)`` in every group but ``expert_ep``: what
-        :func:`holding` reads of a rank for a tensor that is not a routed expert's (a rule cuts
-        over its ``group``), so ranks of one signature hold the same of every such tensor."""
-        layout = self.layout
-        names = [name for name in GROUPS if name != "expert_ep"]
-        return [tuple(layout.group(n, r) for n in names) for r in range(layout.world_size)]
+    def _union(self, routed: bool, classes: Sequence[int]) -> tuple[int, ...]:
+        """The world ranks of ``classes`` of ranks, ascending (one tuple per set of classes)."""
+        key = (routed, tuple(sorted(classes)))
+        found = self._unions.get(key)
+        if found is None:
+            members = (self.routed_signatures if routed else self.dense_signatures).ranks
+            if len(key[1]) == 1:
+                found = members[key[1][0]]
+            else:
+                found = tuple(sorted(r for c in key[1] for r in members[c]))
+            self._unions[key] = found
+        return found
 
     def _compute(self, param: Param) -> _Class:
         tensors = self.tensors(param)
+        routed = self._holders(param, tensors) is not None
         by_ranges: dict[tuple[tuple[int, int], ...], list[int]] = {}
         runs = {}
-        holders = self._holders(param, tensors)
-        ranks: Sequence[int] = range(self.layout.world_size)
-        keys: Sequence[Hashable] = self._signatures
-        if holders is not None:
-            ranks = [r - self.rank_offset for r in holders]
-            keys = ranks
-        memo: dict[Hashable, tuple[tuple[tuple[int, int], ...], tuple[Any, ...]] | None] = {}
-        for rank, key in zip(ranks, keys, strict=True):
-            if key not in memo:
-                memo[key] = self._rank_runs(param, tensors, rank)
-            found = memo[key]
+        for of, rank, _ in self.rank_classes(tensors[0]):
+            found = self._rank_runs(param, tensors, rank)
             if found is not None:
-                by_ranges.setdefault(found[0], []).append(rank + self.rank_offset)
-                runs[rank + self.rank_offset] = found[1]
+                by_ranges.setdefault(found[0], []).append(of)
+                runs[of] = found[1]
         shards = tuple(
-            ParamShard(index, 0, 0, tuple(ranks), ranges)
-            for index, (ranges, ranks) in enumerate(by_ranges.items())
+            ParamShard(index, 0, 0, self._union(routed, classes), ranges)
+            for index, (ranges, classes) in enumerate(by_ranges.items())
         )
-        return _Class(ParamPlacement(param, len(shards), shards, ()), runs)
+        return _Class(
+            ParamPlacement(param, len(shards), shards, ()),
+            routed,
+            runs,
+            self._union(routed, list(runs)) if runs else (),
+        )
 
     def _rank_runs(
         self, param: Param, tensors: list[HFWeight], rank: int
-    ) -> tuple[tuple[tuple[int, int], ...], tuple[Any, ...]] | None:
+    ) -> tuple[tuple[tuple[int, int], ...], _Runs] | None:
         """Engine rank ``rank``'s ranges of ``param`` and its runs with their local shapes and
         names (None: it holds none of it)."""
-        layout, model = self.layout, self.model
+        layout = self.layout
         mine: list[_Run] = []
         shapes = {}
         for position, hf in enumerate(tensors):
-            held = holding(layout, hf.role, hf.shape, model, rank, hf.expert)
+            held = self.held(hf, rank)
             shapes[position] = (held.shape, held.param)
             for piece in held.pieces:
                 mine += _runs(param, hf, position, piece, layout)

@@ -27,6 +27,7 @@ model.layers.0.self_attn.v_proj.weight (4, 8) ((0, 6, 2), (2, 14, 2))
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import attrs
@@ -34,10 +35,11 @@ import attrs
 from .._architecture.architecture import Architecture
 from .._architecture.families import FAMILIES
 from .._architecture.roles import ROLES
-from .._args import show
+from .._args import check_size, show
 from .._errors import TopologyError
 from .._fields import text, whole
-from .params import Param
+from .params import Param, sibling
+from .planner import bulk
 from .weights import architecture_of, weights
 
 __all__ = ["RULES", "HFWeight", "Rule", "hf_weights"]
@@ -228,21 +230,38 @@ def hf_weights(model: str | Architecture, itemsize: int = 2) -> list[HFWeight]:
     ('decoder.layers.0.self_attention.linear_qkv.weight', ((0, 0, 128), (128, 384, 128)))
     """
     found = architecture_of(model)
+    check_size("itemsize", itemsize)
+    with bulk():  # tens of thousands of acyclic records: no cyclic collection while made
+        return list(_listed(found, itemsize))
+
+
+@functools.lru_cache(maxsize=8)
+def _listed(found: Architecture, itemsize: int) -> tuple[HFWeight, ...]:
+    """:func:`hf_weights` of a checked model, made once per (model, itemsize); the tensors of a
+    weight of one kind (its row of :data:`RULES`, shape and parts: the same roles, shapes and
+    blocks) after the first are its siblings with their own names and weight."""
     family = FAMILIES[found.family]
     gate, up, down = family.expert_names
-    listed = []
+    listed: list[HFWeight] = []
+    kinds: dict[tuple[str, tuple[int, ...], tuple[int, ...] | None], list[HFWeight]] = {}
     for param in weights(found, itemsize):
-        rule = RULES[_key(param)]
-        shapes = _HOW[rule.how](found, param, len(rule.pieces))
-        for (template, role), (rows, blocks) in zip(rule.pieces, shapes, strict=True):
-            name = template.format(
-                layer=param.layer,
-                e=param.expert,
-                moe=family.moe_block,
-                gate=gate,
-                up=up,
-                down=down,
+        key = _key(param)
+        rule = RULES[key]
+        names = [
+            template.format(
+                layer=param.layer, e=param.expert, moe=family.moe_block, gate=gate, up=up, down=down
             )
-            shape = (rows, *param.shape[1:])
-            listed.append(HFWeight(name, shape, itemsize, role, param, blocks))
-    return listed
+            for template, _ in rule.pieces
+        ]
+        first = kinds.get((key, param.shape, param.parts))
+        if first is not None:
+            listed += [sibling(h, name=n, param=param) for h, n in zip(first, names, strict=True)]
+            continue
+        shapes = _HOW[rule.how](found, param, len(rule.pieces))
+        made = [
+            HFWeight(name, (rows, *param.shape[1:]), itemsize, role, param, blocks)
+            for name, (_, role), (rows, blocks) in zip(names, rule.pieces, shapes, strict=True)
+        ]
+        kinds[key, param.shape, param.parts] = made
+        listed += made
+    return tuple(listed)

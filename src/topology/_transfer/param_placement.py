@@ -33,7 +33,7 @@ ranges along the cut dim times the rows ``[j * s, min((j + 1) * s, W))`` of dim 
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Protocol
 
 import attrs
@@ -51,13 +51,17 @@ __all__ = [
     "ParamPlacement",
     "ParamShard",
     "Piece",
+    "PieceRanks",
     "PlacementKeys",
+    "ShardRuns",
     "Target",
     "layer_chunks",
     "param_placement",
     "piece_ranks",
     "pieces",
     "placement_key",
+    "runs_ranks",
+    "shard_runs",
     "shard_size",
 ]
 
@@ -261,7 +265,8 @@ def placement_key(
 
 class PlacementKeys:
     """:func:`placement_key` of many weights in one layout: the grid, cut axis and GTP size of
-    each sharding, the widths checked and the stages of each layer are computed once."""
+    each sharding, the widths checked, the stages of each layer and the expert coordinate of each
+    expert are computed once."""
 
     def __init__(
         self, topology: Topology, num_layers: int, pipeline_split: PipelineSplit | None
@@ -271,6 +276,7 @@ class PlacementKeys:
         self._grids: dict[tuple[str, bool], tuple[Grid, str, int, int]] = {}
         self._widths: set[tuple[tuple[int, ...], int]] = set()
         self._stages: dict[tuple[int | None, str], tuple[tuple[int, int], ...]] = {}
+        self._coords: dict[tuple[str, int | None, int | None], tuple[tuple[str, int], ...]] = {}
 
     def key(self, param: Param) -> Hashable:
         """``param``'s :func:`placement_key` in this layout."""
@@ -287,14 +293,17 @@ class PlacementKeys:
         if (parts, split) not in self._widths:
             shard_size(param, split, axis)
             self._widths.add((parts, split))
-        coord = _expert_coord(self.topology, param, grid)
+        coord = self._coords.get((row.grid, param.expert, param.num_experts))
+        if coord is None:
+            coord = tuple(_expert_coord(self.topology, param, grid).items())
+            self._coords[row.grid, param.expert, param.num_experts] = coord
         where = (param.layer, param.position)
         stages = self._stages.get(where)
         if stages is None:
             stages = _stages(self.topology, param, self.num_layers, self.split)
             self._stages[where] = stages
         cut = gtp if gtp == 1 or param.cut_dim == 0 else (gtp, param.shape[0])
-        return (row.grid, row.dim is not None, parts, stages, tuple(coord.items()), cut)
+        return (row.grid, row.dim is not None, parts, stages, coord, cut)
 
 
 def param_placement(
@@ -391,14 +400,18 @@ def pieces(source: ParamPlacement, target: ParamPlacement) -> list[Piece]:
     ...        param_placement(Topology(4, tp=4), r, num_layers=1))[:2]
     [(0, 1, 0, 0, 0, 0, (0, 32, 0, 0)), (0, 1, 1, 0, 0, 0, (32, 40, 0, 32))]
     """
-    src, dst = _runs(source), _runs(target)
-    src_rows, dst_rows = _rows_of(source), _rows_of(target)
-    if src_rows or dst_rows or _overlap(src) or _overlap(dst):
-        return _blocks(source.param.shape[0], src, dst, src_rows, dst_rows)
+    return _pieces(shard_runs(source), shard_runs(target), source.param.shape[0])
+
+
+def _pieces(src: ShardRuns, dst: ShardRuns, height: int) -> list[Piece]:
+    """:func:`pieces` of two placements' runs (``height``: the weight's dim 0)."""
+    if src.rows or dst.rows or src.overlap or dst.overlap:
+        return _blocks(height, src.runs, dst.runs, src.rows, dst.rows)
     found: list[Piece] = []
+    source, target = src.runs, dst.runs
     i = k = 0
-    while i < len(src) and k < len(dst):
-        (lo, hi, a, at), (lo2, hi2, b, bt) = src[i], dst[k]
+    while i < len(source) and k < len(target):
+        (lo, hi, a, at), (lo2, hi2, b, bt) = source[i], target[k]
         start, stop = max(lo, lo2), min(hi, hi2)
         if start < stop:
             found.append((start, stop, a, b, at + start - lo, bt + start - lo2, None))
@@ -409,9 +422,50 @@ def pieces(source: ParamPlacement, target: ParamPlacement) -> list[Piece]:
     return found
 
 
+@attrs.frozen(eq=False)
+class ShardRuns:
+    """A placement as :func:`pieces` reads it (from :func:`shard_runs`): made once per placement
+    class, it serves every pair of classes that placement meets."""
+
+    runs: tuple[tuple[int, int, int, int], ...]
+    """``(start, stop, shard index, local start)`` of every range of every shard index, sorted."""
+    rows: dict[int, tuple[int, int]]
+    """The dim-0 rows of each shard index that holds only some (a row-parallel GTP block)."""
+    overlap: bool
+    """Whether two runs overlap (shards sharing some of their ranges, as an engine's ranks
+    sharing a KV head do): then :func:`pieces` intersects every run with every run."""
+    holders: dict[int, tuple[int, ...]]
+    """Every rank of each shard index's shards on any stage, ascending (the senders' view)."""
+    receivers: dict[int, tuple[int, ...]]
+    """The ranks of each shard index's shards, in the shards' order (the receivers' view)."""
+
+
+def shard_runs(placement: ParamPlacement) -> ShardRuns:
+    """``placement`` as :func:`pieces` and :func:`piece_ranks` read it (see :class:`ShardRuns`).
+
+    >>> from topology import Topology
+    >>> w = Param("w", (4, 2), sharding="column")
+    >>> found = shard_runs(param_placement(Topology(4, tp=2, dp=2), w, num_layers=1))
+    >>> found.runs, found.holders, found.overlap
+    (((0, 2, 0, 0), (2, 4, 1, 0)), {0: (0, 2), 1: (1, 3)}, False)
+    """
+    runs = _runs(placement)
+    holders: dict[int, tuple[int, ...]] = {}
+    receivers: dict[int, list[int]] = {}
+    for shard in placement.shards:
+        holders[shard.index] = tuple(sorted({*holders.get(shard.index, ()), *shard.ranks}))
+        receivers.setdefault(shard.index, []).extend(shard.ranks)
+    return ShardRuns(
+        tuple(runs),
+        _rows_of(placement),
+        _overlap(runs),
+        holders,
+        {index: tuple(ranks) for index, ranks in receivers.items()},
+    )
+
+
 def _overlap(runs: list[tuple[int, int, int, int]]) -> bool:
-    """Whether two sorted runs overlap (shards sharing some of their ranges, as an engine's
-    ranks sharing a KV head do): then :func:`pieces` intersects every run with every run."""
+    """Whether two sorted runs overlap (see :attr:`ShardRuns.overlap`)."""
     return any(runs[k][0] < runs[k - 1][1] for k in range(1, len(runs)))
 
 
@@ -422,8 +476,8 @@ def _rows_of(placement: ParamPlacement) -> dict[int, tuple[int, int]]:
 
 def _blocks(
     height: int,
-    src: list[tuple[int, int, int, int]],
-    dst: list[tuple[int, int, int, int]],
+    src: Sequence[tuple[int, int, int, int]],
+    dst: Sequence[tuple[int, int, int, int]],
     src_rows: dict[int, tuple[int, int]],
     dst_rows: dict[int, tuple[int, int]],
 ) -> list[Piece]:
@@ -444,9 +498,13 @@ def _blocks(
     return found
 
 
-def piece_ranks(
-    source: ParamPlacement, target: ParamPlacement
-) -> list[tuple[int, int, int, int, tuple[int, ...], list[int], tuple[int, int, int, int] | None]]:
+PieceRanks = tuple[
+    int, int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, int, int, int] | None
+]
+"""A piece of :func:`pieces` with the ranks at both ends (see :func:`piece_ranks`)."""
+
+
+def piece_ranks(source: ParamPlacement, target: ParamPlacement) -> list[PieceRanks]:
     """Every piece of :func:`pieces` with the ranks at both ends: ``(start, stop, source local
     start, target local start, holders, receivers, rows)``, the holders being every rank of the
     source shard on any stage (sorted), the receivers every rank of the target shard (in the
@@ -456,17 +514,18 @@ def piece_ranks(
     >>> w = Param("w", (4, 2), sharding="column")
     >>> piece_ranks(param_placement(Topology(2, tp=2), w, num_layers=1),
     ...             param_placement(Topology(2, dp=2), w, num_layers=1))
-    [(0, 2, 0, 0, (0,), [0, 1], None), (2, 4, 0, 2, (1,), [0, 1], None)]
+    [(0, 2, 0, 0, (0,), (0, 1), None), (2, 4, 0, 2, (1,), (0, 1), None)]
     """
-    holders: dict[int, tuple[int, ...]] = {}
-    for shard in source.shards:
-        holders[shard.index] = tuple(sorted({*holders.get(shard.index, ()), *shard.ranks}))
-    receivers: dict[int, list[int]] = {}
-    for shard in target.shards:
-        receivers.setdefault(shard.index, []).extend(shard.ranks)
+    return runs_ranks(shard_runs(source), shard_runs(target), source.param.shape[0])
+
+
+def runs_ranks(source: ShardRuns, target: ShardRuns, height: int) -> list[PieceRanks]:
+    """:func:`piece_ranks` of two placements' :func:`shard_runs` (``height``: the weight's dim
+    0, which a 2-D block's rows are cut from)."""
+    holders, receivers = source.holders, target.receivers
     return [
         (lo, hi, src_lo, dst_lo, holders[a], receivers[b], rows)
-        for lo, hi, a, b, src_lo, dst_lo, rows in pieces(source, target)
+        for lo, hi, a, b, src_lo, dst_lo, rows in _pieces(source, target, height)
     ]
 
 

@@ -505,8 +505,9 @@ def transfer(
             f"with allocation {show(allocation)}; give allocation=... or relay=False"
         )
     planner = Planner(src, dst, given.rank_map, splits=given.splits, target=target, relay=relay)
-    for index, param in enumerate(given.params):
-        planner.weight(index, param, given.num_layers)
+    with bulk():  # the pass makes acyclic tuples and records: no cyclic collection in it
+        for index, param in enumerate(given.params):
+            planner.weight(index, param, given.num_layers)
     blocks, stats = planner.all_blocks(), planner.stats()
     return Transfer(src, dst, given.params, given.num_layers, blocks, stats, *given.splits, target)
 

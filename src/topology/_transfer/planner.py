@@ -36,9 +36,11 @@ from .bounds import peer_bounds, send_bound
 from .param_placement import (
     LayoutTarget,
     PlacementKeys,
+    ShardRuns,
     Target,
     param_placement,
-    piece_ranks,
+    runs_ranks,
+    shard_runs,
 )
 from .params import Param
 from .relay import Relay
@@ -231,6 +233,10 @@ class Planner:
         level = nvlink_level(rank_map)
         self.domain = self.labels[level] if level is not None else None
         self.classes: dict[tuple[Hashable, Hashable], list[_Piece]] = {}
+        self.sources: dict[Hashable, ShardRuns] = {}
+        """Per class key of the source layout (:func:`placement_key`): its placement's runs."""
+        self.targets: dict[Hashable, ShardRuns] = {}
+        """Per class key of the destination (``Target.key``): its placement's runs."""
         self.holder_sets: dict[tuple[int, ...], int] = {}
         self.holder_list: list[tuple[int, ...]] = []
         self.pairs: dict[tuple[int, tuple[int, ...]], int] = {}
@@ -270,30 +276,46 @@ class Planner:
         key = (keys[0].key(param), dst_key)
         pieces = self.classes.get(key)
         if pieces is None:
-            pieces = self.classes[key] = self._pieces(param, num_layers)
+            pieces = self.classes[key] = self._pieces(param, num_layers, key)
+        row_bytes = param.row_bytes
         for lo, hi, src_lo, dst_lo, pair, rows in pieces:
             if rows is None:
-                self._block((index, lo, hi, src_lo, dst_lo), param.row_bytes, pair)
+                self._block((index, lo, hi, src_lo, dst_lo), row_bytes, pair)
             else:
                 self._block((index, lo, hi, src_lo, dst_lo), rows_bytes(param, rows), pair, rows)
 
-    def _pieces(self, param: Param, num_layers: int) -> list[_Piece]:
-        """The pieces of one class that some receiver lacks, in plan order."""
-        source = param_placement(
-            self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]
-        )
-        target = self.target.placement(param, num_layers)
+    def _pieces(
+        self, param: Param, num_layers: int, key: tuple[Hashable, Hashable]
+    ) -> list[_Piece]:
+        """The pieces of one class that some receiver lacks, in plan order (``key``: the
+        class's source and destination keys; each side's placement is made once per key)."""
+        source = self.sources.get(key[0])
+        if source is None:
+            source = self.sources[key[0]] = shard_runs(
+                param_placement(
+                    self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]
+                )
+            )
+        target = self.targets.get(key[1])
+        if target is None:
+            target = self.targets[key[1]] = shard_runs(self.target.placement(param, num_layers))
         found: list[_Piece] = []
-        for lo, hi, src_lo, dst_lo, holders, receivers, rows in piece_ranks(source, target):
+        for lo, hi, src_lo, dst_lo, holders, receivers, rows in runs_ranks(
+            source, target, param.shape[0]
+        ):
             pair = self._pair(holders, receivers)
             if pair >= 0:
                 found.append((lo, hi, src_lo, dst_lo, pair, rows))
         return found
 
     def _pair(self, holders: tuple[int, ...], receivers: Sequence[int]) -> int:
-        """The id of (holders, the receivers not among them); -1 when every receiver holds it."""
-        held = set(holders)
-        need = tuple(r for r in receivers if r not in held)
+        """The id of (holders, ascending, the receivers not among them); -1 when every receiver
+        holds it."""
+        if receivers and (holders[-1] < min(receivers) or holders[0] > max(receivers)):
+            need = tuple(receivers)  # the two sides' ranks apart: no receiver holds it
+        else:
+            held = set(holders)
+            need = tuple(r for r in receivers if r not in held)
         if not need:
             return -1
         h = self.holder_sets.setdefault(holders, len(self.holder_sets))

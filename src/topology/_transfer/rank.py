@@ -120,8 +120,9 @@ def transfer_rank(
         src, dst, params, allocation, num_layers, (src_pipeline_split, dst_pipeline_split), rank
     )
     planner = RankPlanner(src, dst, given.rank_map, rank, splits=given.splits, target=target)
-    for index, param in enumerate(given.params):
-        planner.weight(index, param, given.num_layers)
+    with bulk():  # the pass makes acyclic tuples and records: no cyclic collection in it
+        for index, param in enumerate(given.params):
+            planner.weight(index, param, given.num_layers)
     weights = given.params
     with bulk():
         sends = tuple(TransferOp(r[0], r[1], weights[r[2]], *r[3:]) for r in planner.sent)

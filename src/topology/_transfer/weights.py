@@ -20,11 +20,14 @@ no ``output_layer.weight``.
 
 from __future__ import annotations
 
+import functools
+
 from .._architecture.architecture import Architecture
 from .._architecture.presets import ARCHITECTURES
 from .._args import check_size, format_choices, show
 from .._errors import TopologyError
-from .params import Param
+from .params import Param, sibling
+from .planner import bulk
 
 __all__ = ["architecture_of", "weights"]
 
@@ -54,6 +57,14 @@ def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
     """
     found = architecture_of(model)
     check_size("itemsize", itemsize)
+    with bulk():  # tens of thousands of acyclic records: no cyclic collection while made
+        return list(_listed(found, itemsize))
+
+
+@functools.lru_cache(maxsize=8)
+def _listed(found: Architecture, itemsize: int) -> tuple[Param, ...]:
+    """:func:`weights` of a checked model, made once per (model, itemsize): the model and the
+    params are immutable, and DeepSeek-V3's 30,486 take a large part of a one-rank plan."""
     h = found.hidden
     embedding = "tied" if found.tied_embeddings else "first"
     listed = [
@@ -75,7 +86,7 @@ def weights(model: str | Architecture, itemsize: int = 2) -> list[Param]:
         listed.append(
             Param("output_layer.weight", (found.vocab, h), itemsize, "vocab", position="last")
         )
-    return listed
+    return tuple(listed)
 
 
 def architecture_of(model: object) -> Architecture:
@@ -135,27 +146,29 @@ def _mlp(model: Architecture, layer: int, itemsize: int) -> list[Param]:
     found = [norm, Param(f"{at}.router.weight", (model.experts, h), itemsize, layer=layer)]
     if model.router_bias:
         found.append(Param(f"{at}.router.expert_bias", (model.experts,), itemsize, layer=layer))
-    for e in range(model.experts):
+    fc1 = Param(
+        f"{at}.experts.local_experts.0.linear_fc1.weight",
+        (2 * model.moe_ffn, h),
+        itemsize,
+        "expert-column",
+        parts=(model.moe_ffn, model.moe_ffn),
+        layer=layer,
+        expert=0,
+        num_experts=model.experts,
+    )
+    fc2 = Param(
+        f"{at}.experts.local_experts.0.linear_fc2.weight",
+        (h, model.moe_ffn),
+        itemsize,
+        "expert-row",
+        layer=layer,
+        expert=0,
+        num_experts=model.experts,
+    )
+    for e in range(model.experts):  # expert 0 checked, the others its siblings
         found += [
-            Param(
-                f"{at}.experts.local_experts.{e}.linear_fc1.weight",
-                (2 * model.moe_ffn, h),
-                itemsize,
-                "expert-column",
-                parts=(model.moe_ffn, model.moe_ffn),
-                layer=layer,
-                expert=e,
-                num_experts=model.experts,
-            ),
-            Param(
-                f"{at}.experts.local_experts.{e}.linear_fc2.weight",
-                (h, model.moe_ffn),
-                itemsize,
-                "expert-row",
-                layer=layer,
-                expert=e,
-                num_experts=model.experts,
-            ),
+            sibling(fc1, name=f"{at}.experts.local_experts.{e}.linear_fc1.weight", expert=e),
+            sibling(fc2, name=f"{at}.experts.local_experts.{e}.linear_fc2.weight", expert=e),
         ]
     if model.shared_ffn:
         found += _dense(h, f"{at}.shared_experts", model.shared_ffn, layer, itemsize)
