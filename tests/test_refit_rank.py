@@ -199,3 +199,28 @@ def test_the_whole_refit_json_carries_the_engine_table(small: list[str]) -> None
             "pieces": [{"from": [[0, 32], [0, 64]], "to": [[0, 1], [0, 32], [0, 64]]}],
         }
     ]
+
+
+def test_the_table_works_out_each_class_of_tensors_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The holders of a tensor follow from its role, shape and routed expert alone: the table
+    works them out once per such class (Llama's 2 layers share every layer tensor's), and two
+    tensors of a class list the same holders."""
+    import topology._refit.metadata as metadata
+
+    model = Architecture(2, 16, 64, 32, 4, 2, 4)
+    plan = refit(Topology(1), "engine=vllm,tp=2", model)
+    calls: list[str] = []
+    real = metadata._holders
+
+    def counted(target: Any, hf: Any) -> Any:
+        calls.append(hf.name)
+        return real(target, hf)
+
+    monkeypatch.setattr(metadata, "_holders", counted)
+    table = plan.table()
+    kinds = {(hf.role, hf.shape, hf.expert) for hf in plan.target.weights}
+    assert len(calls) == len(kinds) < len(table)
+    by_name = {t["name"]: t["holders"] for t in table}
+    for layer in ("q_proj", "k_proj", "o_proj"):
+        first, second = (f"model.layers.{i}.self_attn.{layer}.weight" for i in (0, 1))
+        assert [h["ranks"] for h in by_name[first]] == [h["ranks"] for h in by_name[second]]
