@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# torch's own test/distributed/test_device_mesh.py (tag v2.13.0, the pinned torch) with
-# init_device_mesh routed to our world_mesh ("ours") or left as torch's ("peer"), on CPU with gloo
-# (the file's classes spawn their 4 or 8 ranks themselves).
+# torch's own test/distributed/test_device_mesh.py with init_device_mesh routed to our world_mesh
+# ("ours") or left as torch's ("peer"), on CPU with gloo (the file's classes spawn their 4 or 8
+# ranks themselves).
 #
 #   scripts/peers/device_mesh.sh FILE [ours|peer|all] [pytest args]
 #
-# FILE is the test file at v2.13.0, e.g. from a PyTorch checkout:
+# FILE is the test file as of the pinned torch 2.13.0 (git cf30153c4c). The v2.13.0 tag itself is
+# not reachable from the project's machine (the PyTorch repository is past the mirror's size limit
+# and so are its forks; PyPI has no torch sdist), so the file run in the README is the newest copy
+# in the code index that matches 2.13.0's internals: the fork vortex-captain/pytorch at 28e21551cb
+# (82,939 characters; `read_file` of test/distributed/test_device_mesh.py at that commit, written
+# to /tmp, never into this repository). Its opaque-type test names
+# _register_distributed_opaque_types in device_mesh.py, which 2.13.0 has; the later copies
+# (cyyever, daisyden, vboussot, xjbanana258, sugowslt) name distributed_c10d's
+# _register_process_group_opaque_type, which 2.13.0 lacks, and the earlier ones (arsic3,
+# laurentdupin, AlBrianPBanzuela) build layouts with _Layout, which 2.13.0 lacks. With a PyTorch
+# checkout, use the tag:
 #   git -C pytorch show v2.13.0:test/distributed/test_device_mesh.py >/tmp/test_device_mesh.py
-# (it is not reachable from the project's machine: the repository is too large for the mirror and
-# PyPI has no torch sdist; nothing of it is kept in this repository). It runs unchanged from a
-# copy in a fresh folder; expecttest (torch's test helpers import it) is installed once, without
-# dependencies, into $PEER_DEPS (/tmp/topology-peers/mesh-deps), never into .venv.
+# It runs unchanged from a copy in a fresh folder; expecttest (torch's test helpers import it) is
+# installed once, without dependencies, into $PEER_DEPS (/tmp/topology-peers/mesh-deps), never
+# into .venv. On a loaded 2-core machine a test takes about a minute (4 or 8 spawned ranks each
+# import torch): select with -k and raise PEER_TIMEOUT (seconds, default 3600) for a full run.
 # device_mesh_harness.py (loaded in every rank by mesh_facades/sitecustomize.py) routes what
 # world_mesh claims: init_device_mesh with dimension names builds our groups for every dim and run
 # of adjacent dims and our world_mesh over them, so construction, get_group, get_local_rank,

@@ -10,7 +10,9 @@ every axis and every run of adjacent axes (``ProcessGroups.create`` over
 :class:`~topology.AxisGroups`), and ``ProcessGroups.world_mesh`` over them, so slicing,
 ``get_group``, ``get_local_rank`` and ``_flatten`` of adjacent dims use our communicators.
 Everything else is torch's own and not routed: ``init_device_mesh`` without names or with a
-``backend_override`` (``world_mesh`` names every dim and takes the groups' backend), a
+``backend_override`` (``world_mesh`` names every dim and takes the groups' backend), a mesh
+smaller than the world (``world_mesh`` is a mesh over every rank; the test file's ``(4,)`` and
+``(1, 1, 1, 1)`` meshes in an 8-rank world leave ranks outside), a
 ``DeviceMesh(...)`` or ``DeviceMesh.from_group(...)`` built by hand, the layout algebra.
 
 Each routed call leaves ``$PEER_RESULTS/routed/<test id>``; ``device_mesh.sh`` tallies the tests
@@ -21,6 +23,7 @@ With ``TOPOLOGY_PEER_IMPL=peer`` nothing is routed, and the markers name the tes
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import unittest
 from collections.abc import Sequence
@@ -72,6 +75,7 @@ def routed(
         mesh_dim_names is not None
         and backend_override is None
         and dist.is_initialized()
+        and math.prod(mesh_shape) == dist.get_world_size()
         and len(mesh_dim_names) == len(mesh_shape)
         and len(set(mesh_dim_names)) == len(mesh_dim_names)
         and all("-" not in name for name in mesh_dim_names)
