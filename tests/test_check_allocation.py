@@ -195,16 +195,38 @@ def test_check_counts_separate_and_independent_communicators() -> None:
 @given(topologies(max_world_size=32), st.sampled_from([1, 2, 3, 4, 6, 8]))
 def test_findings_name_the_hosts_of_their_example(topo: Topology, gpus: int) -> None:
     """On an allocation every finding's example names the hosts its first 64 ranks run on,
-    first seen first, in the text (as a host list) and in the JSON (``example_hosts``)."""
+    first seen first, in the text (as a host list) and in the JSON (``example_hosts``); a rank
+    past the allocation (a node's GPUs the map leaves unused) runs on no host."""
     world = topo.rank_offset + topo.world_size
     alloc = Allocation([Host(f"n{i}", gpus) for i in range(-(-world // gpus))])
     report = check(topo, alloc.rank_map(world))
     text = report.render()
     for finding, data in zip(report.findings, report.to_dict()["findings"], strict=True):
-        hosts = list(dict.fromkeys(f"n{r // gpus}" for r in finding.example[:64]))
+        hosts = list(dict.fromkeys(f"n{r // gpus}" for r in finding.example[:64] if r < world))
         assert data["example_hosts"] == hosts
         if hosts and finding.severity != "info":
             assert f"] on {compress_hostlist(hosts)}" in text
+
+
+def test_a_node_the_map_fills_in_part_names_only_the_ranks_it_runs() -> None:
+    """Golden: ``Topology(1, rank_offset=1)`` on 2 ranks of one 3-GPU host. The layout starts
+    mid-node, and the finding's example is the node's three GPUs (0, 1, 2); rank 2 is not in
+    the allocation, so the hosts are those of ranks 0 and 1: ``n0``."""
+    report = check(Topology(1, rank_offset=1), Allocation([Host("n0", 3)]).rank_map(2))
+    finding = next(f for f in report.findings if f.code == "rank-offset-unaligned")
+    assert finding.example == (0, 1, 2)
+    assert report.example_hosts(finding) == ("n0",)
+    assert "] on n0" in report.render()
+
+
+def test_a_layout_larger_than_its_map_names_the_hosts_it_has() -> None:
+    """Golden: tp 16 on a map of 8 ranks (one 8-GPU host): the tp group's ranks 8-15 run
+    nowhere, so its example names ``a`` alone, in the text and the JSON."""
+    report = check(Topology(16, tp=16), Allocation([Host("a", 8)]).rank_map(8))
+    data = {f["code"]: f for f in report.to_dict()["findings"]}
+    assert data["tp-larger-than-node"]["example"] == list(range(16))
+    assert data["tp-larger-than-node"]["example_hosts"] == ["a"]
+    assert "] on a" in report.render()
 
 
 def test_findings_name_no_hosts_without_an_allocation() -> None:

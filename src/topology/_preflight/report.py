@@ -110,7 +110,9 @@ class Report:
 
     def example_hosts(self, finding: Finding) -> tuple[str, ...]:
         """The hosts the first 64 ranks of ``finding``'s example run on (first seen first), on
-        an allocation; ``()`` without one.
+        an allocation; ``()`` without one. Ranks past the allocation run on no host (a layout
+        larger than its allocation, or a node that holds fewer ranks than it has GPUs) and
+        name none.
 
         >>> from topology import Allocation, Host, Topology, check
         >>> alloc = Allocation([Host(f"node{i}", 6) for i in (1, 2, 3)])
@@ -120,9 +122,11 @@ class Report:
         """
         if self.rank_map is None:
             return ()
-        hosts = self.rank_map.hosts
+        hosts, world = self.rank_map.hosts, self.rank_map.world_size
         return tuple(
-            dict.fromkeys(hosts[self.rank_map.node_of(r)].name for r in finding.example[:64])
+            dict.fromkeys(
+                hosts[self.rank_map.node_of(r)].name for r in finding.example[:64] if r < world
+            )
         )
 
     def _finding_dict(self, finding: Finding) -> dict[str, Any]:
