@@ -12,11 +12,13 @@ the call alone, timed inside the child, without the interpreter's start and impo
 
 - ``whole plan``: ``topology.transfer`` (the plan and its statistics): the baseline;
 - ``one rank, sender`` (rank 0) and ``one rank, receiver`` (the first generation rank):
-  ``topology.transfer_rank``, one pass over the weights without the whole plan;
+  ``topology.transfer_rank``, without the whole plan (the classes of every weight, the pieces
+  of those the rank depends on, one pass in plan order through them);
 - ``into vllm``: the same two ranks with the generation side vLLM's layout
   (``engine=vllm,tp=8,dp=world/8,ep=world``, ``topology.refit_rank``; the call includes the
-  Megatron and Hugging Face weight lists, made once per model and cached, so these children
-  make no weight list before the call, and the engine's placements);
+  Megatron weight list, made once per model and cached, so these children make none before
+  the call, the Hugging Face tensors of the weights placed (one per class; never the whole
+  list) and the engine's placements);
 - ``--write-plans``: ``topology transfer ... --write-plans DIR`` (the plan once, then one
   JSON-lines file per rank, streamed, and ``manifest.json``), with the lines and bytes written;
   its manifest gives the most bytes a rank sends over that statistic's lower bound.

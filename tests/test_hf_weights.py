@@ -20,6 +20,7 @@ from topology._architecture.families import FAMILIES
 from topology._architecture.presets import ARCHITECTURES, CONFIGS
 from topology._architecture.roles import ROLES
 from topology._cli.main import main
+from topology._transfer.hf_weights import hf_kind, hf_tensors
 
 
 @st.composite
@@ -98,6 +99,20 @@ def test_every_listed_record_equals_its_checked_construction(model: Architecture
     listed.clear()
     tensors.clear()
     assert weights(model) and hf_weights(model)
+
+
+@given(architectures(), st.sampled_from([1, 2, 4]))
+def test_one_weights_tensors_alone_are_its_part_of_the_list(
+    model: Architecture, itemsize: int
+) -> None:
+    """``hf_tensors`` of each weight, made alone (in any order: here last weight first), is that
+    weight's run of ``hf_weights``; ``hf_kind`` is their roles, shapes and blocks."""
+    listed = hf_weights(model, itemsize)
+    alone = {p.name: hf_tensors(model, p) for p in reversed(weights(model, itemsize))}
+    assert [w for p in weights(model, itemsize) for w in alone[p.name]] == listed
+    for param in weights(model, itemsize):
+        kind = tuple((w.role, w.shape, w.blocks) for w in alone[param.name])
+        assert hf_kind(model, param) == kind
 
 
 def test_the_roles_are_the_shared_list() -> None:

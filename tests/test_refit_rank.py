@@ -20,6 +20,7 @@ from tests.test_cli_json_schema import _assert_valid
 from tests.test_refit import ENGINES, SOURCES, models
 from topology import (
     Architecture,
+    Param,
     RankRefit,
     Refit,
     Topology,
@@ -27,6 +28,7 @@ from topology import (
     read_model_config,
     refit,
     refit_rank,
+    weights,
 )
 from topology._engine.rules import holding
 from topology._refit.target import engine_name
@@ -60,6 +62,23 @@ def test_each_rank_alone_equals_its_part_of_the_whole_refit(
             assert alone.tensors() == whole.tensors(rank)
         else:
             assert alone.tensors() == {}
+
+
+@pytest.mark.parametrize("engine", ["engine=vllm,tp=2,dp=2", "engine=vllm,tp=2,dp=2,ep=4"])
+def test_each_rank_alone_equals_its_part_of_the_relayed_refit(engine: str) -> None:
+    """With the relay step (hosts of 2 GPUs: the engine's dp replicas share hosts with
+    receivers of the same pieces), refit_rank(r, relay=True) is the relayed refit's for_rank(r),
+    relay copies included."""
+    from topology import Allocation, Host
+
+    model = Architecture(2, 16, 64, 32, 4, 2, 4, experts=4, top_k=2, moe_ffn=16)
+    src = Topology(2, tp=2)
+    hosts = Allocation([Host(f"h{i}", 2) for i in range(3)])
+    whole = refit(src, engine, model, rank_offset=2, allocation=hosts, relay=True)
+    assert whole.plan.stats["relay_ops"] > 0
+    for rank in range(6):
+        alone = refit_rank(src, engine, model, rank, rank_offset=2, allocation=hosts, relay=True)
+        assert alone == whole.for_rank(rank)
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.filter_too_much])
@@ -224,3 +243,33 @@ def test_the_table_works_out_each_class_of_tensors_once(monkeypatch: pytest.Monk
     for layer in ("q_proj", "k_proj", "o_proj"):
         first, second = (f"model.layers.{i}.self_attn.{layer}.weight" for i in (0, 1))
         assert [h["ranks"] for h in by_name[first]] == [h["ranks"] for h in by_name[second]]
+
+
+def test_one_rank_makes_the_tensors_of_its_own_weights_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rank's refit keys every weight by its kind (``hf_kind``) and makes Hugging Face tensors
+    only for one weight of each class it places (Llama's 4 layers share every layer weight's),
+    then for the weights whose boxes it is asked for: never the whole list
+    (``EngineTarget.weights``), which ``tensors()`` and the table read."""
+    import topology._refit.target as target_module
+
+    model = Architecture(4, 16, 64, 32, 4, 2, 4)
+    made: list[str] = []
+    real = target_module.hf_tensors
+
+    def counted(found: Architecture, param: Param) -> Any:
+        made.append(param.name)
+        return real(found, param)
+
+    monkeypatch.setattr(target_module, "hf_tensors", counted)
+    mine = refit_rank(Topology(2, pp=2), "engine=vllm,tp=2", model, 2, rank_offset=2)
+    assert "weights" not in vars(mine.target)
+    layers = {p.name: p.layer for p in weights(model)}
+    assert made and {layers[name] for name in made} <= {None, 0}
+    names = {op.param.name for op in mine.recvs}
+    assert names == {p.name for p in weights(model)}
+    for op in mine.recvs:
+        mine.boxes(op)
+    assert set(made) == names and "weights" not in vars(mine.target)
+    assert mine.tensors() and "weights" in vars(mine.target)

@@ -28,6 +28,8 @@ from topology import (
 from topology._transfer.metadata import rank_runs, shard_table
 from topology._transfer.param_placement import PlacementKeys
 from topology._transfer.plan import MAX_TRANSFER_RANKS
+from topology._transfer.planner import Planner
+from topology._transfer.rank import RankPlanner
 
 
 @st.composite
@@ -145,3 +147,35 @@ def test_one_keyer_gives_each_weight_its_own_key(case: Case) -> None:
                 for s in param_placement(topology, param, num_layers=layers).shards
             ]
             assert seen.setdefault(key, shards) == shards
+
+
+def _planned(src: Topology, dst: Topology, params: list[Param], rank: int) -> set[object]:
+    """The classes a rank's pass made the pieces of."""
+    planner = RankPlanner(src, dst, None, rank)
+    planner.plan(params, 2)
+    return set(planner.classes)
+
+
+def test_a_rank_plans_only_the_classes_it_depends_on() -> None:
+    """Two layers, two weights each. tp2·pp2 -> tp2·pp2 apart: the stage-0 sender and the
+    stage-0 receiver plan the classes of layer 0 alone (layer 1's holders are other ranks).
+    tp2 -> tp2·pp2 apart: a stage-0 receiver also plans layer 1's classes, whose holders
+    serve it too (their rotation decides its senders)."""
+    params = [
+        Param(f"decoder.layers.{layer}.{name}", (8, 8), sharding=sharding, layer=layer)
+        for layer in (0, 1)
+        for name, sharding in (("qkv", "column"), ("proj", "row"))
+    ]
+    src, dst = Topology(4, tp=2, pp=2), Topology(4, tp=2, pp=2, rank_offset=4)
+    whole = Planner(src, dst, None)
+    for index, param in enumerate(params):
+        whole.weight(index, param, 2)
+    assert len(whole.classes) == 2  # a class per layer (its two weights cut alike)
+    first, second = ({whole.class_key(p, 2) for p in params[k : k + 2]} for k in (0, 2))
+    assert _planned(src, dst, params, 0) == first
+    assert _planned(src, dst, params, 4) == first
+    assert _planned(src, dst, params, 6) == second
+    flat, deep = Topology(2, tp=2), Topology(4, tp=2, pp=2, rank_offset=2)
+    whole = Planner(flat, deep, None)
+    assert _planned(flat, deep, params, 2) == {whole.class_key(p, 2) for p in params}
+    assert len({whole.class_key(p, 2) for p in params}) == 2

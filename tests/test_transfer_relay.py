@@ -26,6 +26,7 @@ from topology import (
     Transfer,
     TransferOp,
     transfer,
+    transfer_rank,
     transfer_time,
     weights,
 )
@@ -156,6 +157,24 @@ def test_a_relay_plan_without_shared_domains_is_the_plain_plan(drawn: Drawn) -> 
     assert plan.relay and not plain.relay
 
 
+@settings(max_examples=20, deadline=None)
+@given(timed())
+def test_each_rank_alone_equals_its_part_of_the_relayed_plan(drawn: Drawn) -> None:
+    """With the relay step, ``transfer_rank(r, relay=True)`` is ``for_rank(r)`` of the relayed
+    plan: both stages, in plan order; over all ranks the sends are every operation."""
+    (src, dst, params, layers, _), alloc = drawn[0], drawn[1]
+    _, plan = _plans(drawn)
+    world = max(src.rank_offset + src.world_size, dst.rank_offset + dst.world_size)
+    sent: Counter[TransferOp] = Counter()
+    for rank in range(world):
+        alone = transfer_rank(
+            src, dst, params, rank, num_layers=layers, allocation=alloc, relay=True
+        )
+        assert alone == plan.for_rank(rank)
+        sent.update(alone.sends)
+    assert sent == Counter(plan.ops)
+
+
 APART = Topology(2, tp=2), Topology(2, dp=2, rank_offset=2)
 HOSTS = Allocation([Host("a", 2), Host("b", 2)])
 LAYOUTS = ["transfer", "--model", "llama-7b", "--from", "tp=2", "--to", "dp=2", "-w", "2"]
@@ -191,8 +210,11 @@ def test_relay_goldens() -> None:
 def test_relay_refuses_bad_arguments(kwargs: dict[str, object], message: str) -> None:
     from topology import Param
 
+    w = [Param("w", (8, 8), sharding="column")]
     with pytest.raises(TopologyError, match=message):
-        transfer(*APART, [Param("w", (8, 8), sharding="column")], **kwargs)  # type: ignore[arg-type]
+        transfer(*APART, w, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(TopologyError, match=message):
+        transfer_rank(*APART, w, 0, **kwargs)  # type: ignore[arg-type]
 
 
 def test_cli_relay_text_json_and_plans_agree_with_the_plan(
@@ -219,17 +241,30 @@ def test_cli_relay_text_json_and_plans_agree_with_the_plan(
     assert document["stats"]["relay_bytes"] == plan.stats["relay_bytes"]
 
 
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_cli_relay_rank_prints_its_part_of_the_relayed_plan(
+    capsys: pytest.CaptureFixture[str], rank: int
+) -> None:
+    """``--relay --rank R --json``: R's operations of the relayed plan, stage 2 marked (a
+    receiver relays to the other, and receives the other's relay copy)."""
+    plan = transfer(*APART, weights("llama-7b"), allocation=HOSTS, relay=True)
+    assert main([*CLI, "--rank", str(rank), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["ops"] == [op.to_dict() for op in plan.for_rank(rank).ops]
+    stages = Counter(op.get("stage", 1) for op in document["ops"])
+    assert stages[2] > 0 if rank >= 2 else stages == Counter({1: len(document["ops"])})
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([*CLI, "--rank", "0"], "--rank plans one rank without the whole plan"),
         ([*LAYOUTS, "--to-offset", "2", "--relay"], "--relay routes through the hosts"),
     ],
 )
 def test_cli_relay_refusals(
     capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
-    """``--relay --rank`` and ``--relay`` without an allocation: exit 2, one line."""
+    """``--relay`` without an allocation: exit 2, one line."""
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]

@@ -304,11 +304,6 @@ def run(args: argparse.Namespace) -> int:
             "--relay routes through the hosts of an allocation; give one (--hosts HOSTLIST "
             "--gpus-per-host N, --allocation FILE, ...) or drop --relay"
         )
-    if args.relay and args.rank is not None:
-        raise CliError(
-            "--rank plans one rank without the whole plan, which has no relay step; drop "
-            "--relay, or use --write-plans DIR for every rank's part of the relayed plan"
-        )
     gpus = sum(h.gpus for h in alloc.hosts) if alloc is not None else None
     engine = None
     if _is_engine(args.to_layout):
@@ -347,6 +342,7 @@ def run(args: argparse.Namespace) -> int:
             rank_offset=dst.rank_offset,
             allocation=alloc,
             src_pipeline_split=src_split,
+            relay=args.relay,
         )
         if args.json:
             ops: Any = len(into.part.ops) if args.summary else _landed(into)
@@ -363,6 +359,7 @@ def run(args: argparse.Namespace) -> int:
             allocation=alloc,
             src_pipeline_split=src_split,
             dst_pipeline_split=dst_split,
+            relay=args.relay,
         )
         if args.json:
             ops = len(mine.ops) if args.summary else [op.to_dict() for op in mine.ops]

@@ -32,12 +32,11 @@ from .._machine.allocation import Allocation
 from .._machine.rankmap import RankMap
 from .._megatron.split.split import PipelineSplit
 from .._megatron.topology import Topology
-from .._transfer.hf_weights import hf_weights
 from .._transfer.params import Param
 from .._transfer.plan import RankTransfer, Transfer, TransferOp, transfer
 from .._transfer.planner import bulk
 from .._transfer.rank import transfer_rank
-from .._transfer.weights import architecture_of
+from .._transfer.weights import architecture_of, weights
 from .metadata import engine_table
 from .target import Box, EngineTarget, Landing
 
@@ -217,9 +216,8 @@ def _prepared(
     layout = engine_layout(engine)
     offset = check_index("rank_offset", rank_offset)
     found = architecture_of(model)
-    tensors = hf_weights(found, itemsize)
-    params = list({id(h.param): h.param for h in tensors}.values())
-    target = EngineTarget(layout, found, rank_offset=offset, hf=tensors)
+    params = weights(found, itemsize)
+    target = EngineTarget(layout, found, rank_offset=offset, itemsize=itemsize)
     return target, Topology(layout.world_size, rank_offset=offset), params
 
 
@@ -288,14 +286,15 @@ def refit_rank(
     allocation: Allocation | RankMap | None = None,
     src_pipeline_split: PipelineSplit | None = None,
     itemsize: int = 2,
+    relay: bool = False,
 ) -> RankRefit:
     """World rank ``rank``'s part of :func:`refit`'s plan without the whole plan: equal to
     ``refit(src, engine, model, ...).for_rank(rank)`` (one planning pass keeping only its
     operations, as :func:`~topology.transfer_rank`).
 
     Args:
-        src, engine, model, rank_offset, allocation, src_pipeline_split, itemsize: as for
-            :func:`refit`.
+        src, engine, model, rank_offset, allocation, src_pipeline_split, itemsize, relay: as
+            for :func:`refit`.
         rank: the world rank, in ``range`` of the ranks both sides span.
 
     Raises:
@@ -320,5 +319,6 @@ def refit_rank(
             num_layers=target.model.layers,
             src_pipeline_split=src_pipeline_split,
             target=target,
+            relay=relay,
         )
     return RankRefit(part, target.layout, target)

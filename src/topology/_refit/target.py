@@ -45,9 +45,10 @@ from .._architecture.architecture import Architecture
 from .._engine.layout import GROUPS, EngineLayout
 from .._engine.rules import PLACEMENTS, Holding, Piece, holding, rule_of
 from .._errors import TopologyError
-from .._transfer.hf_weights import HFWeight, hf_weights
+from .._transfer.hf_weights import HFWeight, hf_kind, hf_tensors, hf_weights
 from .._transfer.param_placement import ParamPlacement, ParamShard
 from .._transfer.params import Param
+from .._transfer.weights import weights
 
 __all__ = ["Box", "EngineTarget", "Landing", "Signatures", "engine_name", "signatures"]
 
@@ -239,14 +240,14 @@ class EngineTarget:
         model: Architecture,
         *,
         rank_offset: int = 0,
-        hf: Sequence[HFWeight] | None = None,
+        itemsize: int = 2,
     ) -> None:
         self.layout, self.model, self.rank_offset = layout, model, rank_offset
-        self.weights: tuple[HFWeight, ...] = tuple(hf if hf is not None else hf_weights(model))
-        """The model's Hugging Face tensors, in Megatron's module order."""
-        self._hf: dict[str, list[HFWeight]] = defaultdict(list)
-        for weight in self.weights:
-            self._hf[weight.param.name].append(weight)
+        self.itemsize = itemsize
+        self._params = {param.name: param for param in weights(model, itemsize)}
+        """The model's Megatron weights by name."""
+        self._hf: dict[str, list[HFWeight]] = {}
+        """The Hugging Face tensors of each weight asked for, by its name."""
         self._classes: dict[Hashable, _Class] = {}
         self._keys: dict[str, tuple[Hashable, ...]] = {}
         """Per weight name: the part of its class key its tensors decide."""
@@ -269,6 +270,11 @@ class EngineTarget:
         """Per role: whether the engine's rule places it by expert parallelism."""
 
     @functools.cached_property
+    def weights(self) -> tuple[HFWeight, ...]:
+        """The model's Hugging Face tensors, in Megatron's module order."""
+        return tuple(hf_weights(self.model, self.itemsize))
+
+    @functools.cached_property
     def dense_signatures(self) -> Signatures:
         """The ranks in classes by their ``(size, index)`` in every group but ``expert_ep``:
         what :func:`holding` reads of a rank for a tensor that is not a routed expert's (a rule
@@ -289,7 +295,18 @@ class EngineTarget:
             TopologyError: the model has no weight of ``param``'s name.
         """
         found = self._hf.get(param.name)
-        if not found:
+        if found is None:
+            found = self._hf[param.name] = hf_tensors(self.model, self._own(param))
+        return found
+
+    def _own(self, param: Param) -> Param:
+        """The model's weight of ``param``'s name.
+
+        Raises:
+            TopologyError: the model has none.
+        """
+        found = self._params.get(param.name)
+        if found is None:
             raise TopologyError(
                 f"the model has no weight {param.name!r}; give the weights of the model the "
                 "engine target was made for (topology.weights(model))"
@@ -299,12 +316,13 @@ class EngineTarget:
     def key(self, param: Param, num_layers: int) -> Hashable:
         """The class of ``param``: its shape and cut dim, its tensors' roles, shapes and blocks
         (what :func:`holding` reads), and for a routed expert's weight the ranks holding the
-        expert (not its slot among their experts: :meth:`landing` puts that in)."""
+        expert (not its slot among their experts: :meth:`landing` puts that in). Made without
+        the tensors themselves (:func:`~topology._transfer.hf_weights.hf_kind`)."""
         found = self._keys.get(param.name)
         if found is None:
-            tensors = self.tensors(param)
-            kinds = tuple([(h.role, h.shape, h.blocks) for h in tensors])
-            found = self._keys[param.name] = (kinds, self._holders(param, tensors))
+            own = self._own(param)
+            kinds = hf_kind(self.model, own)
+            found = self._keys[param.name] = (kinds, self._holding(kinds[0][0], own.expert))
         return (param.shape, param.cut_dim, *found)
 
     def _holders(self, param: Param, tensors: list[HFWeight]) -> tuple[int, ...] | None:
@@ -314,17 +332,25 @@ class EngineTarget:
     def routed(self, hf: HFWeight) -> bool:
         """Whether ``hf`` is a routed expert's tensor the engine places by expert parallelism
         (its holders read ``expert_ep``)."""
-        if hf.expert is None:
+        return self._routes(hf.role, hf.expert)
+
+    def _routes(self, role: str, expert: int | None) -> bool:
+        """:meth:`routed` of a tensor of ``role`` of ``expert``."""
+        if expert is None:
             return False
-        found = self._routed.get(hf.role)
+        found = self._routed.get(role)
         if found is None:
-            found = self._routed[hf.role] = rule_of(self.layout, self.model, hf.role).expert
+            found = self._routed[role] = rule_of(self.layout, self.model, role).expert
         return found
 
     def _expert_holders(self, hf: HFWeight) -> tuple[int, ...] | None:
-        if not self.routed(hf):
+        return self._holding(hf.role, hf.expert)
+
+    def _holding(self, role: str, expert: int | None) -> tuple[int, ...] | None:
+        """The world ranks holding a routed expert's tensor of ``role`` (None: not one)."""
+        if not self._routes(role, expert):
             return None
-        return self._expert_ranks.get(hf.expert, ())  # type: ignore[arg-type]
+        return self._expert_ranks.get(expert, ())  # type: ignore[arg-type]
 
     def rank_classes(self, hf: HFWeight) -> list[tuple[int, int, tuple[int, ...]]]:
         """The engine ranks that may hold some of ``hf`` (a routed expert's holders, else every

@@ -42,7 +42,7 @@ from .params import Param, sibling
 from .planner import bulk
 from .weights import architecture_of, weights
 
-__all__ = ["RULES", "HFWeight", "Rule", "hf_weights"]
+__all__ = ["RULES", "HFWeight", "Kind", "Rule", "hf_kind", "hf_tensors", "hf_weights"]
 
 Block = tuple[int, int, int]
 
@@ -237,31 +237,89 @@ def hf_weights(model: str | Architecture, itemsize: int = 2) -> list[HFWeight]:
 
 @functools.lru_cache(maxsize=8)
 def _listed(found: Architecture, itemsize: int) -> tuple[HFWeight, ...]:
-    """:func:`hf_weights` of a checked model, made once per (model, itemsize); the tensors of a
-    weight of one kind (its row of :data:`RULES`, shape and parts: the same roles, shapes and
-    blocks) after the first are its siblings with their own names and weight."""
+    """:func:`hf_weights` of a checked model, made once per (model, itemsize)."""
+    kinds = _kinds(found)
+    listed: list[HFWeight] = []
+    for param in weights(found, itemsize):
+        listed += _made(found, param, kinds)
+    return tuple(listed)
+
+
+def hf_tensors(model: Architecture, param: Param) -> list[HFWeight]:
+    """The Hugging Face tensors one Megatron weight of a checked ``model`` is made of
+    (``param``: one of ``topology.weights(model)``): :func:`hf_weights`'s tensors of it, made
+    without the others.
+
+    >>> from topology import Architecture, weights
+    >>> llama = Architecture(1, 8, 16, 32, 4, 2, 2)
+    >>> [w.name for w in hf_tensors(llama, weights(llama)[2])]
+    ['model.layers.0.self_attn.q_proj.weight', 'model.layers.0.self_attn.k_proj.weight', \
+'model.layers.0.self_attn.v_proj.weight']
+    """
+    return _made(model, param, _kinds(model))
+
+
+Kind = tuple[tuple[str, tuple[int, ...], tuple[Block, ...]], ...]
+"""The role, shape and blocks of each tensor a Megatron weight is made of."""
+
+
+def hf_kind(model: Architecture, param: Param) -> Kind:
+    """The role, shape and blocks of each tensor of :func:`hf_tensors` (equal for every weight
+    of one kind: its row of :data:`RULES`, shape and parts), without making the tensors.
+
+    >>> from topology import Architecture, weights
+    >>> llama = Architecture(1, 8, 16, 32, 4, 2, 2)
+    >>> hf_kind(llama, weights(llama)[2])[1]
+    ('k', (4, 8), ((0, 4, 2), (2, 12, 2)))
+    """
+    key = (_key(param), param.shape, param.parts, param.itemsize)
+    rows = _kind_rows(model)
+    found = rows.get(key)
+    if found is None:
+        kinds = _kinds(model)
+        first = kinds.get(key)
+        if first is None:
+            first = _made(model, param, kinds)
+        found = rows[key] = tuple([(h.role, h.shape, h.blocks) for h in first])
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _kind_rows(found: Architecture) -> dict[tuple[Any, ...], Kind]:
+    """:func:`hf_kind` per kind of weight of a model (see :func:`_kinds`)."""
+    return {}
+
+
+@functools.lru_cache(maxsize=8)
+def _kinds(found: Architecture) -> dict[tuple[Any, ...], list[HFWeight]]:
+    """Per kind of weight of a model (its row of :data:`RULES`, shape, parts and itemsize):
+    the tensors of the first weight of it made."""
+    return {}
+
+
+def _made(
+    found: Architecture, param: Param, kinds: dict[tuple[Any, ...], list[HFWeight]]
+) -> list[HFWeight]:
+    """The tensors of ``param``: those of a kind after the first made are the first's siblings
+    with their own names and weight (the same roles, shapes and blocks)."""
     family = FAMILIES[found.family]
     gate, up, down = family.expert_names
-    listed: list[HFWeight] = []
-    kinds: dict[tuple[str, tuple[int, ...], tuple[int, ...] | None], list[HFWeight]] = {}
-    for param in weights(found, itemsize):
-        key = _key(param)
-        rule = RULES[key]
-        names = [
-            template.format(
-                layer=param.layer, e=param.expert, moe=family.moe_block, gate=gate, up=up, down=down
-            )
-            for template, _ in rule.pieces
-        ]
-        first = kinds.get((key, param.shape, param.parts))
-        if first is not None:
-            listed += [sibling(h, name=n, param=param) for h, n in zip(first, names, strict=True)]
-            continue
-        shapes = _HOW[rule.how](found, param, len(rule.pieces))
-        made = [
-            HFWeight(name, (rows, *param.shape[1:]), itemsize, role, param, blocks)
-            for name, (_, role), (rows, blocks) in zip(names, rule.pieces, shapes, strict=True)
-        ]
-        kinds[key, param.shape, param.parts] = made
-        listed += made
-    return tuple(listed)
+    key = _key(param)
+    rule = RULES[key]
+    names = [
+        template.format(
+            layer=param.layer, e=param.expert, moe=family.moe_block, gate=gate, up=up, down=down
+        )
+        for template, _ in rule.pieces
+    ]
+    kind = (key, param.shape, param.parts, param.itemsize)
+    first = kinds.get(kind)
+    if first is not None:
+        return [sibling(h, name=n, param=param) for h, n in zip(first, names, strict=True)]
+    shapes = _HOW[rule.how](found, param, len(rule.pieces))
+    made = [
+        HFWeight(name, (rows, *param.shape[1:]), param.itemsize, role, param, blocks)
+        for name, (_, role), (rows, blocks) in zip(names, rule.pieces, shapes, strict=True)
+    ]
+    kinds[kind] = made
+    return made

@@ -62,6 +62,7 @@ __all__ = [
     "Transfer",
     "TransferOp",
     "check_rank",
+    "check_relay",
     "plan_inputs",
     "rank_map_of",
     "spanned_ranks",
@@ -499,11 +500,7 @@ def transfer(
     given = plan_inputs(
         src, dst, params, allocation, num_layers, (src_pipeline_split, dst_pipeline_split)
     )
-    if relay is not False and (relay is not True or given.rank_map is None):
-        raise TopologyError(
-            f"relay must be True or False, and True needs an allocation, got {show(relay)} "
-            f"with allocation {show(allocation)}; give allocation=... or relay=False"
-        )
+    check_relay(relay, given.rank_map, allocation)
     planner = Planner(src, dst, given.rank_map, splits=given.splits, target=target, relay=relay)
     with bulk():  # the pass makes acyclic tuples and records: no cyclic collection in it
         for index, param in enumerate(given.params):
@@ -520,6 +517,16 @@ class PlanInputs:
     num_layers: int
     rank_map: RankMap | None
     splits: tuple[PipelineSplit | None, PipelineSplit | None]
+
+
+def check_relay(relay: object, rank_map: RankMap | None, allocation: object) -> None:
+    """Refuse a ``relay`` that is not a bool, or True without an allocation (``rank_map``: the
+    checked ``allocation``'s)."""
+    if relay is not False and (relay is not True or rank_map is None):
+        raise TopologyError(
+            f"relay must be True or False, and True needs an allocation, got {show(relay)} "
+            f"with allocation {show(allocation)}; give allocation=... or relay=False"
+        )
 
 
 def spanned_ranks(src: Topology, dst: Topology) -> int:

@@ -47,6 +47,7 @@ from .relay import Relay
 
 __all__ = [
     "Block",
+    "ClassPiece",
     "Pattern",
     "Planner",
     "Row",
@@ -60,6 +61,7 @@ __all__ = [
     "rows_bytes",
     "tally",
     "tier_of",
+    "turn",
     "unit_row",
 ]
 
@@ -115,7 +117,7 @@ Block = tuple[int, int, int, int, int, Pattern, Rows | None]
 """(param index, lo, hi, src_lo, dst_lo, pattern, rows): one piece of one weight (``rows``: its
 dim-0 range when it is a 2-D block, else None)."""
 
-_Piece = tuple[int, int, int, int, int, Rows | None]
+ClassPiece = tuple[int, int, int, int, int, Rows | None]
 """(lo, hi, src_lo, dst_lo, pair id, rows) of a class: a pair is one (holders, need)."""
 
 
@@ -168,6 +170,19 @@ def unit_row(block: Block, row_bytes: int, u: int) -> Row:
     sender, receiver = pattern.senders[u], pattern.need[u // cuts]
     row = sender, receiver, index, a, z, src_lo + a - lo, dst_lo + a - lo, (z - a) * row_bytes
     return row if rows is None else (*row, rows)
+
+
+def turn(holders: int, receivers: int, length: int) -> tuple[int, int]:
+    """A piece's cut count and how far it turns its holder set's rotation: ``length`` indices
+    of the cut dim for ``receivers`` ranks from ``holders`` ranks are cut into as many units per
+    receiver as keep every holder busy (at most one per index), and the next piece of those
+    holders starts past the holders these units took.
+
+    >>> turn(8, 2, 100), turn(8, 2, 3), turn(2, 4, 100)
+    ((4, 0), (3, 6), (1, 0))
+    """
+    cuts = max(1, min(holders // receivers, length))
+    return cuts, receivers * cuts % holders
 
 
 @contextlib.contextmanager
@@ -232,7 +247,7 @@ class Planner:
         self.names, self.labels = levels(rank_map)
         level = nvlink_level(rank_map)
         self.domain = self.labels[level] if level is not None else None
-        self.classes: dict[tuple[Hashable, Hashable], list[_Piece]] = {}
+        self.classes: dict[tuple[Hashable, Hashable], list[ClassPiece]] = {}
         self.sources: dict[Hashable, ShardRuns] = {}
         """Per class key of the source layout (:func:`placement_key`): its placement's runs."""
         self.targets: dict[Hashable, ShardRuns] = {}
@@ -263,17 +278,7 @@ class Planner:
 
     def weight(self, index: int, param: Param, num_layers: int) -> None:
         """Plan every piece of one weight."""
-        keys = self._keys.get(num_layers)
-        if keys is None:
-            target = self.target
-            keys = self._keys[num_layers] = (
-                PlacementKeys(self.src, num_layers, self.splits[0]),
-                PlacementKeys(target.topology, num_layers, target.pipeline_split)
-                if isinstance(target, LayoutTarget)
-                else None,
-            )
-        dst_key = keys[1].key(param) if keys[1] is not None else self.target.key(param, num_layers)
-        key = (keys[0].key(param), dst_key)
+        key = self.class_key(param, num_layers)
         pieces = self.classes.get(key)
         if pieces is None:
             pieces = self.classes[key] = self._pieces(param, num_layers, key)
@@ -284,22 +289,48 @@ class Planner:
             else:
                 self._block((index, lo, hi, src_lo, dst_lo), rows_bytes(param, rows), pair, rows)
 
-    def _pieces(
-        self, param: Param, num_layers: int, key: tuple[Hashable, Hashable]
-    ) -> list[_Piece]:
-        """The pieces of one class that some receiver lacks, in plan order (``key``: the
-        class's source and destination keys; each side's placement is made once per key)."""
-        source = self.sources.get(key[0])
+    def class_key(self, param: Param, num_layers: int) -> tuple[Hashable, Hashable]:
+        """``param``'s class: its source and destination placement keys."""
+        keys = self._keys.get(num_layers)
+        if keys is None:
+            target = self.target
+            keys = self._keys[num_layers] = (
+                PlacementKeys(self.src, num_layers, self.splits[0]),
+                PlacementKeys(target.topology, num_layers, target.pipeline_split)
+                if isinstance(target, LayoutTarget)
+                else None,
+            )
+        dst_key = keys[1].key(param) if keys[1] is not None else self.target.key(param, num_layers)
+        return (keys[0].key(param), dst_key)
+
+    def source(self, key: Hashable, param: Param, num_layers: int) -> ShardRuns:
+        """The source placement's runs of ``param``, whose source key is ``key`` (made once
+        per key)."""
+        source = self.sources.get(key)
         if source is None:
-            source = self.sources[key[0]] = shard_runs(
+            source = self.sources[key] = shard_runs(
                 param_placement(
                     self.src, param, num_layers=num_layers, pipeline_split=self.splits[0]
                 )
             )
-        target = self.targets.get(key[1])
+        return source
+
+    def destination(self, key: Hashable, param: Param, num_layers: int) -> ShardRuns:
+        """The destination placement's runs of ``param``, whose destination key is ``key``
+        (made once per key)."""
+        target = self.targets.get(key)
         if target is None:
-            target = self.targets[key[1]] = shard_runs(self.target.placement(param, num_layers))
-        found: list[_Piece] = []
+            target = self.targets[key] = shard_runs(self.target.placement(param, num_layers))
+        return target
+
+    def _pieces(
+        self, param: Param, num_layers: int, key: tuple[Hashable, Hashable]
+    ) -> list[ClassPiece]:
+        """The pieces of one class that some receiver lacks, in plan order (``key``: the
+        class's source and destination keys; each side's placement is made once per key)."""
+        source = self.source(key[0], param, num_layers)
+        target = self.destination(key[1], param, num_layers)
+        found: list[ClassPiece] = []
         for lo, hi, src_lo, dst_lo, holders, receivers, rows in runs_ranks(
             source, target, param.shape[0]
         ):
@@ -344,9 +375,9 @@ class Planner:
         h, need = self.pair_list[pair]
         self.needed[h] += (hi - lo) * row_bytes * len(need)
         n = len(self.holder_list[h])
-        cuts = max(1, min(n // len(need), hi - lo))
+        cuts, step = turn(n, len(need), hi - lo)
         first = self.rotation[h]
-        self.rotation[h] = (first + len(need) * cuts % n) % n
+        self.rotation[h] = (first + step) % n
         self.keep(where, row_bytes, pair, cuts, first, rows)
 
     def _relayed(
@@ -371,9 +402,14 @@ class Planner:
         found[1] += nbytes
         at = where[4]  # a relay sends from its destination shard
         copied = None if rows is None else (rows[0], rows[1], rows[3], rows[3])
-        self.relay_blocks.append((where[0], where[1], where[2], at, at, found[0], copied))
+        self.keep_relay((where[0], where[1], where[2], at, at, found[0], copied), row_bytes)
         self.relay_ops += len(senders)
         return self._pair(self.holder_list[h], kept)
+
+    def keep_relay(self, block: Block, row_bytes: int) -> None:
+        """Keep the block of one piece's relay copies (stage 2; ``row_bytes``: per index of the
+        cut dim; one rank's pass keeps only its own units)."""
+        self.relay_blocks.append(block)
 
     def keep(
         self,
