@@ -10,21 +10,12 @@ Without the oracle folder the test skips, except under ``CI`` where it fails.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
-import sys
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from tests.required import missing
+from tests.megatron_runs import megatron_groups
 from topology import Topology, TopologyError
-
-ROOT = Path(__file__).resolve().parent.parent
-ORACLE = ROOT / ".venv" / "oracles" / "megatron-core-0.19.2"
-SCRIPT = Path(__file__).resolve().parent / "megatron_gtp_oracle.py"
 
 # Megatron's group_desc of each group it creates, and our kind of the same groups.
 KIND_OF_DESC = {
@@ -125,20 +116,8 @@ def _layouts(count: int) -> list[dict[str, Any]]:
 @cache
 def _oracle() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The layouts and what megatron-core 0.19.2 makes of each (one subprocess)."""
-    if not (ORACLE / "megatron" / "core" / "parallel_state.py").exists():
-        reason = f"megatron-core 0.19.2 is not unpacked at {ORACLE}; scripts/setup.sh does it"
-        missing("the GTP differential test", reason)
     layouts = _layouts(COUNT)
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT)],
-        input=json.dumps(layouts),
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ORACLE)},
-        timeout=600,
-    )
-    return layouts, json.loads(result.stdout)
+    return layouts, megatron_groups("the GTP differential test", layouts)
 
 
 def _ours(layout: dict[str, Any]) -> Topology:

@@ -10,27 +10,19 @@ folder the differential skips, except under ``CI`` where it fails.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
-import subprocess
-import sys
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.required import missing
+from tests.megatron_runs import megatron_groups
 from topology import Topology, TopologyError, hybrid_cp_groups
 from topology.strategies import topologies
 
-ROOT = Path(__file__).resolve().parent.parent
-ORACLE = ROOT / ".venv" / "oracles" / "megatron-core-0.19.2"
-SCRIPT = Path(__file__).resolve().parent / "megatron_gtp_oracle.py"
 DESC = "HYBRID_DP_CP_GROUP_"
 
 even = topologies(max_world_size=64, gtp=True).filter(lambda t: t.size("dp-cp") % 2 == 0)
@@ -179,20 +171,8 @@ def _layouts(count: int) -> list[dict[str, Any]]:
 @cache
 def _oracle() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The layouts and what megatron-core 0.19.2 makes of each (one subprocess)."""
-    if not (ORACLE / "megatron" / "core" / "parallel_state.py").exists():
-        reason = f"megatron-core 0.19.2 is not unpacked at {ORACLE}; scripts/setup.sh does it"
-        missing("the hybrid-CP differential test", reason)
     layouts = _layouts(80)
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT)],
-        input=json.dumps(layouts),
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ORACLE)},
-        timeout=600,
-    )
-    return layouts, json.loads(result.stdout)
+    return layouts, megatron_groups("the hybrid-CP differential test", layouts)
 
 
 def _topology(layout: dict[str, Any]) -> Topology:
