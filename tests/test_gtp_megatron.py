@@ -14,7 +14,7 @@ import random
 from functools import cache
 from typing import Any
 
-from tests.megatron_runs import megatron_groups
+from tests.megatron_runs import megatron_run
 from topology import Topology, TopologyError
 
 # Megatron's group_desc of each group it creates, and our kind of the same groups.
@@ -117,7 +117,7 @@ def _layouts(count: int) -> list[dict[str, Any]]:
 def _oracle() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The layouts and what megatron-core 0.19.2 makes of each (one subprocess)."""
     layouts = _layouts(COUNT)
-    return layouts, megatron_groups("the GTP differential test", layouts)
+    return layouts, megatron_run("the GTP differential test", "megatron_gtp_oracle.py", layouts)
 
 
 def _ours(layout: dict[str, Any]) -> Topology:

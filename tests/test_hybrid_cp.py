@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.megatron_runs import megatron_groups
+from tests.megatron_runs import megatron_run
 from topology import Topology, TopologyError, hybrid_cp_groups
 from topology.strategies import topologies
 
@@ -172,7 +172,9 @@ def _layouts(count: int) -> list[dict[str, Any]]:
 def _oracle() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The layouts and what megatron-core 0.19.2 makes of each (one subprocess)."""
     layouts = _layouts(80)
-    return layouts, megatron_groups("the hybrid-CP differential test", layouts)
+    return layouts, megatron_run(
+        "the hybrid-CP differential test", "megatron_gtp_oracle.py", layouts
+    )
 
 
 def _topology(layout: dict[str, Any]) -> Topology:

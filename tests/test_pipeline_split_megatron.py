@@ -15,21 +15,13 @@ documented in ``topology._megatron.split.counts``.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
-import sys
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from tests.required import missing
+from tests.megatron_runs import megatron_run
 from topology import PipelineSplit, TopologyError
 
-ROOT = Path(__file__).resolve().parent.parent
-ORACLE = ROOT / ".venv" / "oracles" / "megatron-core-0.19.2"
-SCRIPT = Path(__file__).resolve().parent / "megatron_split_oracle.py"
 COUNT = 700
 
 Case = dict[str, Any]
@@ -131,20 +123,14 @@ def _cases() -> list[Case]:
 @cache
 def _oracle() -> tuple[list[Case], list[dict[str, Any]]]:
     """The cases and what megatron-core 0.19.2 makes of each (one subprocess)."""
-    if not (ORACLE / "megatron" / "core" / "transformer" / "transformer_layer.py").exists():
-        reason = f"megatron-core 0.19.2 is not unpacked at {ORACLE}; scripts/setup.sh does it"
-        missing("the pipeline split differential test", reason)
     cases = _cases()
-    result = subprocess.run(
-        [sys.executable, "-W", "ignore", str(SCRIPT)],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ORACLE)},
-        timeout=600,
+    found = megatron_run(
+        "the pipeline split differential test",
+        "megatron_split_oracle.py",
+        cases,
+        needs="megatron/core/transformer/transformer_layer.py",
     )
-    return cases, json.loads(result.stdout)
+    return cases, found
 
 
 def _ours(case: Case) -> tuple[tuple[tuple[int, ...], ...], ...]:

@@ -20,7 +20,6 @@ from tests.test_cli_json_schema import _assert_valid
 from tests.test_refit import ENGINES, SOURCES, models
 from topology import (
     Architecture,
-    Param,
     RankRefit,
     Refit,
     Topology,
@@ -220,6 +219,19 @@ def test_the_whole_refit_json_carries_the_engine_table(small: list[str]) -> None
     ]
 
 
+def _calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[str]:
+    """From now on, each call of ``module.name`` (two arguments), by the name of its second."""
+    calls: list[str] = []
+    real = getattr(module, name)
+
+    def counted(first: Any, second: Any) -> Any:
+        calls.append(second.name)
+        return real(first, second)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
 def test_the_table_works_out_each_class_of_tensors_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The holders of a tensor follow from its role, shape and routed expert alone: the table
     works them out once per such class (Llama's 2 layers share every layer tensor's), and two
@@ -228,14 +240,7 @@ def test_the_table_works_out_each_class_of_tensors_once(monkeypatch: pytest.Monk
 
     model = Architecture(2, 16, 64, 32, 4, 2, 4)
     plan = refit(Topology(1), "engine=vllm,tp=2", model)
-    calls: list[str] = []
-    real = metadata._holders
-
-    def counted(target: Any, hf: Any) -> Any:
-        calls.append(hf.name)
-        return real(target, hf)
-
-    monkeypatch.setattr(metadata, "_holders", counted)
+    calls = _calls(monkeypatch, metadata, "_holders")
     table = plan.table()
     kinds = {(hf.role, hf.shape, hf.expert) for hf in plan.target.weights}
     assert len(calls) == len(kinds) < len(table)
@@ -255,14 +260,7 @@ def test_one_rank_makes_the_tensors_of_its_own_weights_alone(
     import topology._refit.target as target_module
 
     model = Architecture(4, 16, 64, 32, 4, 2, 4)
-    made: list[str] = []
-    real = target_module.hf_tensors
-
-    def counted(found: Architecture, param: Param) -> Any:
-        made.append(param.name)
-        return real(found, param)
-
-    monkeypatch.setattr(target_module, "hf_tensors", counted)
+    made = _calls(monkeypatch, target_module, "hf_tensors")
     mine = refit_rank(Topology(2, pp=2), "engine=vllm,tp=2", model, 2, rank_offset=2)
     assert "weights" not in vars(mine.target)
     layers = {p.name: p.layer for p in weights(model)}
