@@ -349,6 +349,51 @@ def test_hf_weight_roles_are_checked() -> None:
     param = weights(Architecture(1, 8, 16, 6, 2, 1, 4))[0]
     with pytest.raises(TopologyError, match=r"HFWeight.role must be one of embedding, lm_head"):
         HFWeight("x", (16, 8), 2, "qkv", param, ((0, 0, 16),))
+    with pytest.raises(TopologyError, match=r"kv_b, got 'qkv'$"):
+        HFWeight("x", (16, 8), 2, "qkv", param, ((0, 0, 16),))
+
+
+@pytest.mark.parametrize("itemsize", [0, "2", 2.0])
+def test_a_bad_itemsize_is_named(itemsize: object) -> None:
+    with pytest.raises(TopologyError, match=r"^itemsize must be a positive int, got "):
+        hf_weights("llama-7b", itemsize)  # type: ignore[arg-type]
+
+
+def test_models_whose_weights_share_a_shape_keep_their_own_blocks() -> None:
+    """Two models whose fused q/k/v weights have one shape but different head groups (4 query
+    heads in 2 groups, 6 in 1; head_dim 2): each weight's tensors and kind are its own model's,
+    whichever model was asked first."""
+    first, second = Architecture(1, 8, 16, 6, 4, 2, 2), Architecture(1, 8, 16, 6, 6, 1, 2)
+    qkv = [weights(model)[2] for model in (first, second)]
+    assert qkv[0].shape == qkv[1].shape and qkv[0].name == qkv[1].name
+    for model, param in zip((first, second), qkv, strict=True):
+        listed = [w for w in hf_weights(model) if w.param.name == param.name]
+        assert hf_tensors(model, param) == listed
+        assert hf_kind(model, param) == tuple((w.role, w.shape, w.blocks) for w in listed)
+    assert hf_kind(first, qkv[0]) != hf_kind(second, qkv[1])
+
+
+def test_a_kind_is_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tensors of the first weight of a kind are made checked, once; every later weight of
+    that kind (another layer's) takes them as siblings, and its kind is the first's, the same
+    object: a model's tens of thousands of weights cost a few checked records."""
+    import topology._transfer.hf_weights as module
+
+    model = Architecture(3, 8, 16, 6, 4, 2, 2)  # used by no other test: its memos are empty
+    made: list[str] = []
+    real = module.HFWeight
+
+    def counted(name: str, *args: Any) -> Any:
+        made.append(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(module, "HFWeight", counted)
+    qkv = [p for p in weights(model) if p.name.endswith("linear_qkv.weight")]
+    assert hf_tensors(model, qkv[0]) and len(made) == 3  # q, k and v
+    assert hf_kind(model, qkv[1]) is hf_kind(model, qkv[2])
+    third = hf_tensors(model, qkv[2])[0]
+    assert third.name == "model.layers.2.self_attn.q_proj.weight" and third.param == qkv[2]
+    assert len(made) == 3
 
 
 @pytest.mark.parametrize(

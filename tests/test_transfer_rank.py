@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tests.test_transfer_laws import Case, cases
 from topology import (
     Param,
+    PipelineSplit,
     RankTransfer,
     Topology,
     TopologyError,
@@ -179,3 +180,20 @@ def test_a_rank_plans_only_the_classes_it_depends_on() -> None:
     whole = Planner(flat, deep, None)
     assert _planned(flat, deep, params, 2) == {whole.class_key(p, 2) for p in params}
     assert len({whole.class_key(p, 2) for p in params}) == 2
+
+
+def test_a_rank_alone_follows_each_sides_split_and_the_depth() -> None:
+    """Six layers over pp 2 on each side, split unevenly (1 + 5 and 4 + 2 layers), listed
+    weights for five of them: every rank's part equals the whole plan's, and the splits and the
+    depth change the plan (so a pass that dropped either would differ)."""
+    src, dst = Topology(4, tp=2, pp=2), Topology(4, tp=2, pp=2, rank_offset=4)
+    params = [Param(f"w{layer}", (8, 8), sharding="column", layer=layer) for layer in range(5)]
+    splits = {
+        "src_pipeline_split": PipelineSplit(first_stage_layers=1),
+        "dst_pipeline_split": PipelineSplit(last_stage_layers=2),
+    }
+    plan = transfer(src, dst, params, num_layers=6, **splits)
+    assert plan.ops != transfer(src, dst, params, num_layers=6).ops
+    assert plan.ops != transfer(src, dst, params, **splits).ops
+    for rank in range(8):
+        assert transfer_rank(src, dst, params, rank, num_layers=6, **splits) == plan.for_rank(rank)

@@ -213,8 +213,9 @@ def test_relay_refuses_bad_arguments(kwargs: dict[str, object], message: str) ->
     w = [Param("w", (8, 8), sharding="column")]
     with pytest.raises(TopologyError, match=message):
         transfer(*APART, w, **kwargs)  # type: ignore[arg-type]
-    with pytest.raises(TopologyError, match=message):
+    with pytest.raises(TopologyError, match=message) as refused:
         transfer_rank(*APART, w, 0, **kwargs)  # type: ignore[arg-type]
+    assert f"with allocation {kwargs.get('allocation')!r}"[:30] in str(refused.value)
 
 
 def test_cli_relay_text_json_and_plans_agree_with_the_plan(
