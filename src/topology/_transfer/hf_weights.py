@@ -276,11 +276,8 @@ def hf_kind(model: Architecture, param: Param) -> Kind:
     rows = _kind_rows(model)
     found = rows.get(key)
     if found is None:
-        kinds = _kinds(model)
-        first = kinds.get(key)
-        if first is None:
-            first = _made(model, param, kinds)
-        found = rows[key] = tuple([(h.role, h.shape, h.blocks) for h in first])
+        made = _made(model, param, _kinds(model))
+        found = rows[key] = tuple([(h.role, h.shape, h.blocks) for h in made])
     return found
 
 
