@@ -38,6 +38,8 @@ import torch.distributed.distributed_c10d as c10d
 
 from topology import TopologyError
 
+from ._device import collective_device
+
 __all__ = [
     "ARRIVAL_ENV",
     "DEFAULT_ARRIVAL",
@@ -113,13 +115,6 @@ def _ranks(ranks: list[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-def _device() -> torch.device:
-    backend = str(dist.get_backend())
-    if "nccl" in backend and torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
 def _exchange_needed() -> bool:
     return dist.get_world_size() > 1 and str(dist.get_backend()) != "fake"
 
@@ -193,7 +188,7 @@ def agree(
     _arrive(store, space, mine.dumps(), deadline, what)
     flag = 0 if mine.error is None else 1
     count = int(c10d._world.group_count) if same_group_count else 0
-    row = torch.tensor([mine.digest, flag, count], dtype=torch.int64, device=_device())
+    row = torch.tensor([mine.digest, flag, count], dtype=torch.int64, device=collective_device())
     rows = [torch.empty_like(row) for _ in range(dist.get_world_size())]
     dist.all_gather(rows, row)
     table = [tuple(int(v) for v in r.tolist()) for r in rows]

@@ -22,6 +22,8 @@ from torch.distributed.device_mesh import DeviceMesh
 
 from topology import AxisGroups, Grid, Kind, Topology, TopologyError
 
+from ._device import collective_device
+
 __all__ = ["Groups", "device_mesh"]
 
 
@@ -89,7 +91,7 @@ def device_mesh(groups: Groups, dims: tuple[str, ...], device_type: str | None) 
             for axis in axis_names:
                 position, coord[axis] = divmod(position, grid.size(axis))
         mesh[index] = grid.rank(**coord)
-    device = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device_type or collective_device().type
     members = [groups.group(kind.name) for kind in kinds]
     names = tuple(d.replace("-", "_") for d in dims)
     if len(members) == 1:

@@ -42,6 +42,8 @@ from torch.distributed.device_mesh import DeviceMesh
 
 from topology import AxisGroups, Topology, TopologyError
 
+from ._device import collective_device
+
 __all__ = ["VERIFIED_TORCH", "Groups", "sliced", "world_mesh"]
 
 VERIFIED_TORCH = ("2.11", "2.12", "2.13", "2.14", "2.15")
@@ -257,7 +259,7 @@ def world_mesh(
         flatten: extra flattened meshes, ``{name: kind}`` (``{"fsdp": "intra-dp-cp"}``); the
             kind's groups must be a sub-layout of the mesh (e.g. ``ep`` inside ``dp-shard x tp``).
             A kind whose ranks are a run of adjacent dims is also found without being named.
-        device_type: ``"cuda"``, ``"cpu"``...; default cuda when available.
+        device_type: ``"cuda"``, ``"cpu"``...; default the default group's: cuda on NCCL, else cpu.
 
     Raises:
         TopologyError: no or repeated dims, names of another length or repeated, dims that are
@@ -284,7 +286,7 @@ def world_mesh(
         group = groups.group(kind)
         _group_ranks(group, kind, _line(grid, me, k, k + 1))
         members.append(group)
-    device = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device_type or collective_device().type
     if len(dims) == 1:
         root = DeviceMesh.from_group(members[0], device, mesh_dim_names=shown)
     else:
