@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from tests.torch.oracle import oracle_0_19
-from tests.torch.world import run_world
+from tests.torch.world import as_cpu_host, run_world
 from topology import TopologyError
 from topology_torch.compat import megatron as facade
 from topology_torch.compat.megatron import _install as mi
@@ -339,6 +339,7 @@ def model_on_both(rank: int, world_size: int, folder: str) -> None:
     """Loss of one GPTModel under Megatron's groups and under ours; the full model builds."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
+    as_cpu_host()
     result: dict[str, Any] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -28,7 +28,7 @@ pytest.importorskip("torch.distributed")
 from tests.required import missing
 from tests.torch.test_refit_round_trip import DEEPSEEK as ROUND_TRIP_DEEPSEEK
 from tests.torch.test_refit_round_trip import LLAMA, MIXTRAL
-from tests.torch.world import run_world
+from tests.torch.world import as_cpu_host, run_world
 from topology import Allocation, Architecture, Host, Topology
 
 # The round trip's models: LLAMA has 2 KV heads (vLLM tp 4 replicates each on 2 ranks) and a
@@ -252,9 +252,7 @@ def _rank_main(rank: int, world_size: int) -> None:
     from .test_refit_round_trip import _expected, _hf, _megatron
 
     warnings.simplefilter("ignore")
-    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
-    torch.cuda.is_available = lambda: False  # type: ignore[assignment]  # CPU models on a GPU host too
-    torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]  # tied pp
+    as_cpu_host()
     cases = [(case, False) for case in CASES] + [(case, True) for case in RELAY_CASES]
     for (model, src, engine, offset, in_place), relay in cases:
         hf = _hf(model)

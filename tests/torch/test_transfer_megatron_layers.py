@@ -44,7 +44,7 @@ pytest.importorskip("torch.distributed")
 
 from tests.required import missing
 from tests.torch.oracle import oracle_0_19
-from tests.torch.world import run_world
+from tests.torch.world import as_cpu_host, run_world
 from topology import Param, Topology, param_placement
 
 WORLD, LAYERS, H, HEADS, FFN, MOE_FFN, VOCAB, SEQ, EXPERTS = 4, 4, 16, 4, 32, 8, 32, 8, 4
@@ -237,12 +237,8 @@ def _key(param: Param) -> str:
 def _rank_main(rank: int, world_size: int, folder: str) -> None:
     import warnings
 
-    import torch
-
     warnings.simplefilter("ignore")
-    # On these CPU ranks Megatron's tied-embedding setup moves the output copy ``.cuda()``
-    # before its all-reduce over the embedding group: the identity here.
-    torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
+    as_cpu_host()  # Megatron's tied-embedding setup moves the output copy ``.cuda()``
     from megatron.core import parallel_state as ps
 
     records = []

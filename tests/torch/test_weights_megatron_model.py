@@ -28,7 +28,7 @@ import pytest
 pytest.importorskip("torch.distributed")
 
 from tests.required import missing
-from tests.torch.world import run_world
+from tests.torch.world import as_cpu_host, run_world
 from topology import Architecture, weights
 
 MODEL = Architecture(
@@ -53,8 +53,7 @@ def _rank_main(rank: int, world_size: int, folder: str) -> None:
     import torch
 
     warnings.simplefilter("ignore")
-    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]  # the router's buffers
-    torch.cuda.is_available = lambda: False  # type: ignore[assignment]  # CPU models on a GPU host too
+    as_cpu_host()
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec

@@ -22,7 +22,7 @@ from typing import Any
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-__all__ = ["fake_world", "run_world"]
+__all__ = ["as_cpu_host", "fake_world", "run_world"]
 
 
 def _free_port() -> int:
@@ -44,6 +44,18 @@ _PRELOAD = [
 ]
 """What the fork server imports once, so that no rank imports it again (megatron is left out:
 ranks choose its version; the torch modules megatron-core imports are in: 3 of its 3.5 s)."""
+
+
+def as_cpu_host() -> None:
+    """In a rank process of a gloo world: make Megatron build and run its CPU models as on a
+    machine without CUDA, also where torch sees a GPU (``torch.cuda.is_available`` says no,
+    ``current_device`` is the CPU, where Megatron puts its routers' buffers, and ``.cuda()``
+    keeps a tensor where it is, as Megatron's tied-embedding setup calls it)."""
+    import torch
+
+    torch.cuda.is_available = lambda: False  # type: ignore[assignment]
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
 
 
 def context() -> Any:
